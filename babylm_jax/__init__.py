@@ -1,0 +1,1 @@
+"""babylm_jax: pretrain and score Chinese BabyLM language models in JAX/Flax."""

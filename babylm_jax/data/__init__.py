@@ -1,0 +1,1 @@
+"""Corpus reading, tokenizers, token caches and the grain input pipeline."""

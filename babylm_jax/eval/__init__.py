@@ -1,0 +1,1 @@
+"""Evaluation tasks: minimal pairs, fine-tuning, fMRI encoding, results."""

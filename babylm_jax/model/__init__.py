@@ -1,0 +1,1 @@
+"""The Transformer stack shared by the causal, masked and hybrid families, and their losses."""

@@ -1,0 +1,148 @@
+"""Transformer building blocks: norms, rotary embeddings, attention with segment ids, MLPs.
+
+Shape letters: B batch, L sequence, D model width, H heads, K head width, F MLP width.
+Parameters carry logical axis names ("embed", "heads", "kv", "mlp", "vocab") that
+`training.sharding` maps onto mesh axes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Dtype = Any
+
+_init = nn.initializers.normal(stddev=0.02)
+
+
+def dense_init(*axes: str) -> nn.initializers.Initializer:
+    """A N(0, 0.02) kernel initializer tagged with logical axis names."""
+    return nn.with_logical_partitioning(_init, axes)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm, computed in float32."""
+
+    eps: float = 1e-6
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
+        scale = self.param(
+            "scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)), (x_BxLxD.shape[-1],)
+        )
+        x = x_BxLxD.astype(jnp.float32)
+        x = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + self.eps)
+        return (x * scale).astype(self.dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with scale and bias, computed in float32."""
+
+    eps: float = 1e-6
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
+        d = x_BxLxD.shape[-1]
+        scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)), (d,))
+        bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)), (d,))
+        x = x_BxLxD.astype(jnp.float32)
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        x = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        return (x * scale + bias).astype(self.dtype)
+
+
+def make_norm(kind: str, dtype: Dtype, name: str | None = None) -> nn.Module:
+    """The norm named by `model.norm` ("rmsnorm" or "layernorm")."""
+    if kind == "rmsnorm":
+        return RMSNorm(dtype=dtype, name=name)
+    if kind == "layernorm":
+        return LayerNorm(dtype=dtype, name=name)
+    raise ValueError(f"config key model.norm: unknown norm {kind!r} (use 'rmsnorm' or 'layernorm')")
+
+
+def rotary_embedding(x_BxLxHxK: jax.Array, positions_BxL: jax.Array, theta: float) -> jax.Array:
+    """Rotates channel pairs (i, i + K/2) by position-dependent angles (RoPE, "rotate_half" layout)."""
+    k = x_BxLxHxK.shape[-1]
+    freqs_K2 = 1.0 / (theta ** (jnp.arange(0, k, 2, dtype=jnp.float32) / k))
+    angles_BxLxK2 = positions_BxL.astype(jnp.float32)[..., None] * freqs_K2
+    sin = jnp.sin(angles_BxLxK2)[:, :, None, :]
+    cos = jnp.cos(angles_BxLxK2)[:, :, None, :]
+    x = x_BxLxHxK.astype(jnp.float32)
+    x1, x2 = x[..., : k // 2], x[..., k // 2 :]
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x_BxLxHxK.dtype)
+
+
+def attention_mask(segment_ids_BxL: jax.Array, causal_B: jax.Array) -> jax.Array:
+    """[B, 1, L, L] boolean mask: same segment, and key <= query on rows where `causal_B`.
+
+    Segment id 0 marks padding; padding attends only to padding, so no row is empty.
+    """
+    length = segment_ids_BxL.shape[1]
+    same_segment = segment_ids_BxL[:, :, None] == segment_ids_BxL[:, None, :]
+    lower = jnp.tril(jnp.ones((length, length), dtype=bool))
+    allowed = jnp.where(causal_B[:, None, None], lower[None], True)
+    return (same_segment & allowed)[:, None]
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with RoPE; softmax in float32."""
+
+    num_heads: int
+    rope_theta: float
+    dtype: Dtype
+
+    @nn.compact
+    def __call__(self, x_BxLxD: jax.Array, positions_BxL: jax.Array, mask_Bx1xLxL: jax.Array) -> jax.Array:
+        d = x_BxLxD.shape[-1]
+        k = d // self.num_heads
+        qkv = nn.DenseGeneral(
+            (3, self.num_heads, k), use_bias=False, dtype=self.dtype,
+            kernel_init=dense_init("embed", None, "heads", "kv"), name="qkv",
+        )(x_BxLxD)
+        q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        q_BxLxHxK = rotary_embedding(q_BxLxHxK, positions_BxL, self.rope_theta)
+        k_BxLxHxK = rotary_embedding(k_BxLxHxK, positions_BxL, self.rope_theta)
+        scores_BxHxLxL = jnp.einsum("bqhk,bshk->bhqs", q_BxLxHxK, k_BxLxHxK).astype(jnp.float32) / jnp.sqrt(k)
+        scores_BxHxLxL = jnp.where(mask_Bx1xLxL, scores_BxHxLxL, jnp.finfo(jnp.float32).min)
+        probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1).astype(self.dtype)
+        out_BxLxHxK = jnp.einsum("bhqs,bshk->bqhk", probs_BxHxLxL, v_BxLxHxK)
+        return nn.DenseGeneral(
+            d, axis=(-2, -1), use_bias=False, dtype=self.dtype,
+            kernel_init=dense_init("heads", "kv", "embed"), name="out",
+        )(out_BxLxHxK)
+
+
+class Mlp(nn.Module):
+    """SwiGLU (gate * silu) or plain GELU feed-forward block."""
+
+    d_ff: int
+    kind: str
+    dtype: Dtype
+
+    @nn.compact
+    def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
+        d = x_BxLxD.shape[-1]
+        if self.kind == "swiglu":
+            gate_up = nn.DenseGeneral(
+                (2, self.d_ff), use_bias=False, dtype=self.dtype,
+                kernel_init=dense_init("embed", None, "mlp"), name="gate_up",
+            )(x_BxLxD)
+            h_BxLxF = nn.silu(gate_up[:, :, 0]) * gate_up[:, :, 1]
+        elif self.kind == "gelu":
+            h_BxLxF = nn.gelu(
+                nn.Dense(self.d_ff, use_bias=False, dtype=self.dtype, kernel_init=dense_init("embed", "mlp"), name="up")(
+                    x_BxLxD
+                ),
+                approximate=False,
+            )
+        else:
+            raise ValueError(f"config key model.mlp: unknown MLP {self.kind!r} (use 'swiglu' or 'gelu')")
+        return nn.Dense(d, use_bias=False, dtype=self.dtype, kernel_init=dense_init("mlp", "embed"), name="down")(
+            h_BxLxF
+        )

@@ -1,0 +1,217 @@
+"""One Transformer stack for every family: causal decoder, masked encoder, GPT-BERT hybrid.
+
+The families differ only in the attention mask (causal or bidirectional, chosen per row)
+and in the output head (encoders and hybrids add a dense-GELU-norm transform before the
+tied output projection, as BERT does). Losses live in `objectives.py`.
+
+    model = Transformer(ModelConfig.from_config(config.model))
+    params = model.init(key, tokens_BxL)
+    logits_BxLxV = model.apply(params, tokens_BxL, segment_ids_BxL, positions_BxL)
+    hidden_BxLxD, _ = model.apply(params, tokens_BxL, method=Transformer.encode)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from babylm_jax.model import layers
+
+FAMILIES = ("causal", "mlm", "hybrid")
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.checkpoint_dots,
+    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and switches of the Transformer; built from `config.model`."""
+
+    family: str = "causal"
+    vocab_size: int = 8000
+    d_model: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    d_ff: int = 688
+    max_len: int = 512
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    rope_theta: float = 10000.0
+    dropout: float = 0.0
+    scan_layers: bool = False
+    remat: str = "none"
+    dtype: str = "float32"
+
+    @classmethod
+    def from_config(cls, model_config: ml_collections.ConfigDict) -> "ModelConfig":
+        """Builds the model config, naming any unknown or invalid `model.*` key."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = dict(model_config)
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ValueError(f"unknown config key(s) model.{', model.'.join(unknown)}; known: {sorted(fields)}")
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"config key model.family: {self.family!r} is not one of {FAMILIES}")
+        if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
+            raise ValueError(
+                f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
+                "head width d_model/num_heads must be an even integer"
+            )
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"config key model.remat: {self.remat!r} is not one of {sorted(REMAT_POLICIES)}")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
+
+    @property
+    def compute_dtype(self) -> Any:
+        return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
+
+    @property
+    def has_head_transform(self) -> bool:
+        return self.family != "causal"
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    config: ModelConfig
+
+    @nn.compact
+    def __call__(
+        self, x_BxLxD: jax.Array, positions_BxL: jax.Array, mask_Bx1xLxL: jax.Array, deterministic: bool
+    ) -> tuple[jax.Array, jax.Array]:
+        c = self.config
+        dtype = c.compute_dtype
+        h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
+        h = layers.Attention(c.num_heads, c.rope_theta, dtype, name="attn")(h, positions_BxL, mask_Bx1xLxL)
+        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
+        h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
+        x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        return x, x_BxLxD  # new carry, and this block's input as a hidden state
+
+
+class Transformer(nn.Module):
+    """Token embedding, N blocks (looped or `nn.scan`ned), final norm, tied output head."""
+
+    config: ModelConfig
+
+    def setup(self) -> None:
+        c = self.config
+        self.embed = nn.Embed(
+            c.vocab_size, c.d_model,
+            embedding_init=layers.dense_init("vocab", "embed"), name="embed",
+        )
+        block = Block
+        if c.remat != "none":
+            block = nn.remat(Block, policy=REMAT_POLICIES[c.remat], static_argnums=(4,))
+        if c.scan_layers:
+            self.layers = nn.scan(
+                block,
+                variable_axes={"params": 0},
+                split_rngs={"params": True, "dropout": True},
+                in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
+                length=c.num_layers,
+                metadata_params={nn.PARTITION_NAME: "layers"},
+            )(c, name="layers")
+        else:
+            self.blocks = [block(c, name=f"layers_{i}") for i in range(c.num_layers)]
+        self.final_norm = layers.make_norm(c.norm, c.compute_dtype, name="final_norm")
+        if c.has_head_transform:
+            self.head_dense = nn.Dense(
+                c.d_model, dtype=c.compute_dtype, kernel_init=layers.dense_init("embed", "embed_out"),
+                name="head_dense",
+            )
+            self.head_norm = layers.make_norm(c.norm, c.compute_dtype, name="head_norm")
+
+    def encode(
+        self,
+        tokens_BxL: jax.Array,
+        segment_ids_BxL: jax.Array | None = None,
+        positions_BxL: jax.Array | None = None,
+        causal: bool | jax.Array | None = None,
+        deterministic: bool = True,
+        return_hidden_states: bool = False,
+    ) -> tuple[jax.Array, jax.Array | None]:
+        """Final normed hidden states [B, L, D] and, if asked, all [N+1, B, L, D].
+
+        Hidden state i < N is the input of block i (0 = embeddings); hidden state N is the
+        final normed output, as Hugging Face models report `hidden_states`.
+        `causal` may be a bool or a per-row [B] bool array (hybrid batches); by default
+        causal models attend causally and the others bidirectionally.
+        """
+        c = self.config
+        b, length = tokens_BxL.shape
+        if segment_ids_BxL is None:
+            segment_ids_BxL = jnp.ones((b, length), jnp.int32)
+        if positions_BxL is None:
+            positions_BxL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
+        if causal is None:
+            causal = c.family == "causal"
+        causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), (b,))
+        mask_Bx1xLxL = layers.attention_mask(segment_ids_BxL, causal_B)
+
+        x_BxLxD = self.embed(tokens_BxL).astype(c.compute_dtype)
+        if c.scan_layers:
+            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, positions_BxL, mask_Bx1xLxL, deterministic)
+        else:
+            inputs = []
+            for block in self.blocks:
+                x_BxLxD, block_input = block(x_BxLxD, positions_BxL, mask_Bx1xLxL, deterministic)
+                inputs.append(block_input)
+            block_inputs_NxBxLxD = jnp.stack(inputs) if return_hidden_states else None
+        hidden_BxLxD = self.final_norm(x_BxLxD)
+        if not return_hidden_states:
+            return hidden_BxLxD, None
+        return hidden_BxLxD, jnp.concatenate([block_inputs_NxBxLxD, hidden_BxLxD[None]], axis=0)
+
+    def project(self, hidden_XxD: jax.Array) -> jax.Array:
+        """Float32 logits [..., V] from final hidden states of any leading shape."""
+        if self.config.has_head_transform:
+            hidden_XxD = self.head_norm(nn.gelu(self.head_dense(hidden_XxD), approximate=False))
+        return self.embed.attend(hidden_XxD.astype(jnp.float32))
+
+    def __call__(
+        self,
+        tokens_BxL: jax.Array,
+        segment_ids_BxL: jax.Array | None = None,
+        positions_BxL: jax.Array | None = None,
+        causal: bool | jax.Array | None = None,
+        deterministic: bool = True,
+    ) -> jax.Array:
+        hidden_BxLxD, _ = self.encode(tokens_BxL, segment_ids_BxL, positions_BxL, causal, deterministic)
+        return self.project(hidden_BxLxD)
+
+
+def stack_layer_params(params: dict, num_layers: int) -> dict:
+    """Converts looped params (`layers_0`, ...) into the `nn.scan` layout (`layers`, leading axis N); unboxed."""
+    inner = dict(nn.meta.unbox(params)["params"])
+    per_layer = [inner.pop(f"layers_{i}") for i in range(num_layers)]
+    inner["layers"] = jax.tree.map(lambda *xs: jnp.stack(xs), *per_layer)
+    return {**params, "params": inner}
+
+
+def unstack_layer_params(params: dict, num_layers: int) -> dict:
+    """Converts `nn.scan` params (`layers`, leading axis N) into the looped layout; unboxed."""
+    inner = dict(nn.meta.unbox(params)["params"])
+    stacked = inner.pop("layers")
+    for i in range(num_layers):
+        inner[f"layers_{i}"] = jax.tree.map(lambda x, i=i: x[i], stacked)
+    return {**params, "params": inner}
+
+
+def count_params(params: Any) -> int:
+    """Total number of parameters in a pytree."""
+    return int(sum(x.size for x in jax.tree.leaves(params)))

@@ -1,0 +1,1 @@
+"""The pretraining loop: optimisers, sharding, checkpoints and metrics."""

