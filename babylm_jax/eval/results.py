@@ -1,0 +1,157 @@
+"""Task results and the files they become: results.json, results_details.json, report.md, PNGs.
+
+Every file is written to a temporary path beside its target and then renamed, so a crash
+never leaves a half-written result. results.json has the official shape
+`{"zhoblimp": {"accuracy": 0.7312}, "word_fmri": {"mean": 0.12}}`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any, Callable, Mapping
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.figure  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """What a task runner returns.
+
+    values: the official number(s), in 0..1 (e.g. {"accuracy": 0.73} or {"mean": 0.12}).
+    details: anything JSON-serialisable worth keeping (per-UID accuracies, counts, ...).
+      Conventional keys the report shows when present: "num_items", "accuracy_strict",
+      "per_phenomenon" (name -> accuracy).
+    figures: name -> a matplotlib Figure, or a callable that writes a PNG to the path it is given.
+    """
+
+    values: dict[str, float]
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    figures: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _atomic_write(path: pathlib.Path, write: Callable[[pathlib.Path], None]) -> None:
+    """Calls `write(temp_path)` for a temp file beside `path`, then renames it onto `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    temp = pathlib.Path(temp_name)
+    try:
+        write(temp)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | pathlib.Path, text: str) -> None:
+    """Writes `text` to `path` atomically (temp file + rename)."""
+    _atomic_write(pathlib.Path(path), lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
+def save_figure(path: str | pathlib.Path, figure: Any) -> None:
+    """Writes a Figure (or calls a PNG-writing callable) to `path` atomically."""
+    if isinstance(figure, matplotlib.figure.Figure):
+        _atomic_write(pathlib.Path(path), lambda temp: figure.savefig(temp, format="png", dpi=120))
+        plt.close(figure)
+    else:
+        _atomic_write(pathlib.Path(path), figure)
+
+
+def official_results(results: Mapping[str, TaskResult]) -> dict[str, dict[str, float]]:
+    """The leaderboard shape: task -> {metric: value}, plain floats."""
+    return {name: {k: float(v) for k, v in r.values.items()} for name, r in results.items()}
+
+
+def format_table(results: Mapping[str, TaskResult]) -> str:
+    """A Markdown table: task, metric, value, strict accuracy (ties wrong) and item count."""
+    lines = ["| task | metric | value | strict | items |", "| --- | --- | ---: | ---: | ---: |"]
+    for name, result in results.items():
+        strict = result.details.get("accuracy_strict")
+        items = result.details.get("num_items")
+        for metric, value in result.values.items():
+            lines.append(
+                f"| {name} | {metric} | {value:.4f} | "
+                f"{'' if strict is None else f'{strict:.4f}'} | {'' if items is None else items} |"
+            )
+    return "\n".join(lines)
+
+
+def phenomenon_figure(title: str, per_phenomenon: Mapping[str, float]) -> matplotlib.figure.Figure:
+    """A horizontal bar chart of accuracy per phenomenon, with the 0.5 chance line."""
+    names = sorted(per_phenomenon, key=per_phenomenon.get)
+    figure = matplotlib.figure.Figure(figsize=(7, 0.3 * len(names) + 1.2))
+    axes = figure.add_subplot()
+    axes.barh(names, [per_phenomenon[n] for n in names], color="#4c72b0")
+    axes.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("accuracy")
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure
+
+
+def format_report(
+    results: Mapping[str, TaskResult],
+    metadata: Mapping[str, Any],
+    skipped: Mapping[str, str],
+    figure_files: Mapping[str, list[str]],
+) -> str:
+    """report.md: run metadata, the summary table, skipped tasks, per-phenomenon tables, figures."""
+    parts = ["# Evaluation report", ""]
+    parts += [f"- {key}: {value}" for key, value in metadata.items()]
+    parts += ["", format_table(results), ""]
+    if skipped:
+        parts += ["## Skipped", ""] + [f"- {name}: {reason}" for name, reason in skipped.items()] + [""]
+    for name, result in results.items():
+        per_phenomenon = result.details.get("per_phenomenon")
+        if not per_phenomenon and not figure_files.get(name):
+            continue
+        parts += [f"## {name}", ""]
+        if per_phenomenon:
+            parts += ["| phenomenon | accuracy |", "| --- | ---: |"]
+            parts += [f"| {p} | {a:.4f} |" for p, a in sorted(per_phenomenon.items())]
+            parts.append("")
+        parts += [f"![{name}]({file})" for file in figure_files.get(name, [])] + [""]
+    return "\n".join(parts)
+
+
+def write_results(
+    output: str | pathlib.Path,
+    results: Mapping[str, TaskResult],
+    metadata: Mapping[str, Any],
+    skipped: Mapping[str, str] | None = None,
+) -> dict[str, pathlib.Path]:
+    """Writes results.json (at `output`) and, beside it, results_details.json, report.md, PNGs.
+
+    Returns the paths written, by kind ("results", "details", "report", "<task>_<figure>").
+    """
+    output = pathlib.Path(output)
+    directory = output.parent
+    skipped = dict(skipped or {})
+    written: dict[str, pathlib.Path] = {}
+    figure_files: dict[str, list[str]] = {}
+    for name, result in results.items():
+        for figure_name, figure in result.figures.items():
+            path = directory / f"{name}_{figure_name}.png"
+            save_figure(path, figure)
+            written[f"{name}_{figure_name}"] = path
+            figure_files.setdefault(name, []).append(path.name)
+    details = {
+        "metadata": dict(metadata),
+        "skipped": skipped,
+        "tasks": {name: {"values": official_results({name: r})[name], **r.details} for name, r in results.items()},
+    }
+    written["details"] = directory / "results_details.json"
+    atomic_write_text(written["details"], json.dumps(details, indent=2, ensure_ascii=False) + "\n")
+    written["report"] = directory / "report.md"
+    atomic_write_text(written["report"], format_report(results, metadata, skipped, figure_files))
+    written["results"] = output
+    atomic_write_text(output, json.dumps(official_results(results), indent=2) + "\n")
+    return written
