@@ -1,0 +1,270 @@
+"""Readers for the fine-tuning tasks (CLUE and the challenge's hidden c3 / diagnostic_nli).
+
+Every task becomes a `ClueTask`: train and dev lists of `Example`s whose `choices` hold the
+text segments of each input row. A classification example has one row and a label in
+0..num_labels-1; a multiple-choice example has one row per option and the label is the
+index of the right option. `encode_split` turns them into token ids in the official
+layout, truncating over-long rows and counting them.
+
+Formats (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`:
+- afqmc: train.json / dev.json, `sentence1, sentence2, label ("0"/"1")`.
+- ocnli: train.json / dev.json, `sentence1, sentence2, label` (label "-" rows are dropped).
+- tnews: train.json / dev.json, `label (code 100..116), label_desc, sentence, keywords, id`.
+- cluewsc2020: train.json / dev.json, `target{span1_text, span2_text, ...}, label, text`.
+- c3: c3-{d,m}-{train,dev}.json, each ONE JSON list of `[[paragraph, ...],
+  [{"question", "choice": [...], "answer"}, ...], id]`.
+- diagnostic_nli: the .json/.jsonl file(s) of the folder, `sentence1, sentence2, label,
+  phenomenon`; trained on ocnli/train.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Any, Callable, Iterator
+
+TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
+
+# Label names in id order, as the official pipeline (Hugging Face `clue`) numbers them.
+AFQMC_LABELS = ("0", "1")
+NLI_LABELS = ("neutral", "entailment", "contradiction")
+TNEWS_LABELS = tuple(str(code) for code in sorted({*range(100, 117)} - {105, 111}))  # 15 codes -> 0..14
+WSC_LABELS = ("true", "false")
+OCNLI_DROPPED_LABEL = "-"
+WSC_QUESTION = "\"{span2}\"在这段话中指的是\"{span1}\"吗？"
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One item: text segments per input row (one row, or one per option) and its label."""
+
+    choices: tuple[tuple[str, ...], ...]
+    label: int
+    group: str = ""  # diagnostic_nli: the phenomenon
+
+
+@dataclasses.dataclass(frozen=True)
+class ClueTask:
+    name: str
+    kind: str  # "classification" or "multiple_choice"
+    label_names: tuple[str, ...]  # classification labels in id order; () for multiple choice
+    train: list[Example]
+    dev: list[Example]
+    dropped: dict[str, int]  # split -> rows skipped by the official rules (ocnli "-")
+    default_epochs: int = 10
+
+    @property
+    def num_outputs(self) -> int:
+        """Logits per input row: one per label, or one score per option."""
+        return len(self.label_names) if self.kind == "classification" else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedSplit:
+    """Token ids per example per row, labels, and how many rows were truncated."""
+
+    ids: list[list[list[int]]]
+    labels: list[int]
+    num_truncated: int
+
+
+def read_jsonl(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; names file and line on bad JSON."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found")
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+            yield number, row
+
+
+def _field(row: dict, key: str, where: str) -> Any:
+    if key not in row:
+        raise ValueError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
+    return row[key]
+
+
+def _label_id(value: Any, label_names: tuple[str, ...], where: str) -> int:
+    name = str(value)
+    if name not in label_names:
+        raise ValueError(f"{where}: unknown label {value!r}; expected one of {list(label_names)}")
+    return label_names.index(name)
+
+
+def _read_rows(
+    path: pathlib.Path, make: Callable[[dict, str], Example | None], limit: int | None
+) -> tuple[list[Example], int]:
+    """Examples of a JSONL file (the first `limit` kept) and the count of rows `make` dropped."""
+    examples, dropped = [], 0
+    for number, row in read_jsonl(path):
+        if limit is not None and len(examples) >= limit:
+            break
+        example = make(row, f"{path}:{number}")
+        if example is None:
+            dropped += 1
+        else:
+            examples.append(example)
+    if not examples:
+        raise ValueError(f"{path}: no usable examples (empty split)")
+    return examples, dropped
+
+
+def _pair_row(label_names: tuple[str, ...], drop_label: str | None = None) -> Callable[[dict, str], Example | None]:
+    def make(row: dict, where: str) -> Example | None:
+        label = _field(row, "label", where)
+        if drop_label is not None and label == drop_label:
+            return None
+        texts = (str(_field(row, "sentence1", where)), str(_field(row, "sentence2", where)))
+        return Example((texts,), _label_id(label, label_names, where), str(row.get("phenomenon", "")))
+
+    return make
+
+
+def _tnews_row(row: dict, where: str) -> Example:
+    return Example(((str(_field(row, "sentence", where)),),), _label_id(_field(row, "label", where), TNEWS_LABELS, where))
+
+
+def _wsc_row(row: dict, where: str) -> Example:
+    target = _field(row, "target", where)
+    if not isinstance(target, dict):
+        raise ValueError(f"{where}: field 'target' must be an object")
+    question = WSC_QUESTION.format(
+        span2=_field(target, "span2_text", where + " target"), span1=_field(target, "span1_text", where + " target")
+    )
+    texts = (question, str(_field(row, "text", where)))
+    return Example((texts,), _label_id(_field(row, "label", where), WSC_LABELS, where))
+
+
+def read_c3_file(path: pathlib.Path, limit: int | None = None) -> list[Example]:
+    """One multiple-choice example per question: rows (passage, question, option)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found")
+    try:
+        documents = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(documents, list):
+        raise ValueError(f"{path}: expected a JSON list of [paragraphs, questions, id] items")
+    examples = []
+    for index, document in enumerate(documents):
+        where = f"{path} item {index}"
+        if not (isinstance(document, list) and len(document) >= 2 and isinstance(document[1], list)):
+            raise ValueError(f"{where}: expected [[paragraph, ...], [question, ...], id]")
+        if len(document) > 2:
+            where = f"{path} item {index} (id {document[2]!r})"
+        passage = "\n".join(str(p) for p in document[0])
+        for q_index, question in enumerate(document[1]):
+            q_where = f"{where} question {q_index}"
+            options = [str(o) for o in _field(question, "choice", q_where)]
+            answer = str(_field(question, "answer", q_where))
+            if len(options) < 2:
+                raise ValueError(f"{q_where}: needs at least 2 choices, got {options}")
+            if answer not in options:
+                raise ValueError(f"{q_where}: answer {answer!r} is not among its choices {options}")
+            text_q = str(_field(question, "question", q_where))
+            rows = tuple((passage, text_q, option) for option in options)
+            examples.append(Example(rows, options.index(answer)))
+            if limit is not None and len(examples) >= limit:
+                return examples
+    return examples
+
+
+def _read_c3(task_dir: pathlib.Path, split: str, limit: int | None) -> list[Example]:
+    examples: list[Example] = []
+    for genre in ("d", "m"):
+        remaining = None if limit is None else limit - len(examples)
+        if remaining == 0:
+            break
+        examples += read_c3_file(task_dir / f"c3-{genre}-{split}.json", remaining)
+    if not examples:
+        raise ValueError(f"{task_dir}: no {split} questions in c3-d-{split}.json / c3-m-{split}.json (empty split)")
+    return examples
+
+
+def _diagnostic_files(task_dir: pathlib.Path) -> list[pathlib.Path]:
+    files = sorted(p for p in task_dir.glob("*") if p.suffix in (".json", ".jsonl") and p.is_file())
+    if not files:
+        raise FileNotFoundError(f"{task_dir}: no .json/.jsonl file for diagnostic_nli")
+    return files
+
+
+def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = None) -> ClueTask:
+    """Reads task `name` from `<data_dir>/<name>/`; `limit` keeps the first N examples per split."""
+    data_dir = pathlib.Path(data_dir)
+    task_dir = data_dir / name
+    if name in ("afqmc", "ocnli", "tnews", "cluewsc2020"):
+        label_names, make = {
+            "afqmc": (AFQMC_LABELS, _pair_row(AFQMC_LABELS)),
+            "ocnli": (NLI_LABELS, _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL)),
+            "tnews": (TNEWS_LABELS, _tnews_row),
+            "cluewsc2020": (WSC_LABELS, _wsc_row),
+        }[name]
+        train, train_dropped = _read_rows(task_dir / "train.json", make, limit)
+        dev, dev_dropped = _read_rows(task_dir / "dev.json", make, limit)
+        epochs = 30 if name == "cluewsc2020" else 10
+        return ClueTask(name, "classification", label_names, train, dev, {"train": train_dropped, "dev": dev_dropped}, epochs)
+    if name == "c3":
+        return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train", limit), _read_c3(task_dir, "dev", limit), {})
+    if name == "diagnostic_nli":
+        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json", _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL), limit)
+        dev: list[Example] = []
+        for path in _diagnostic_files(task_dir):
+            remaining = None if limit is None else limit - len(dev)
+            if remaining == 0:
+                break
+            dev += _read_rows(path, _pair_row(NLI_LABELS), remaining)[0]
+        return ClueTask(name, "classification", NLI_LABELS, train, dev, {"train": train_dropped, "dev": 0})
+    raise ValueError(f"unknown fine-tuning task {name!r}; known: {list(TASK_NAMES)}")
+
+
+def build_input(segments: list[list[int]], family: str, tokenizer: Any, max_len: int) -> tuple[list[int], bool]:
+    """Token ids of one row in the official layout, and whether it had to be truncated.
+
+    mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [sep] b [eos]` (the classifier
+    reads the last token). Over-long rows lose tokens from the end of the longest segment
+    first (Hugging Face "longest_first").
+    """
+    if family == "causal":
+        opener, closer = tokenizer.bos_id, tokenizer.eos_id
+    else:
+        opener, closer = tokenizer.cls_id, tokenizer.sep_id
+    segments = [list(s) for s in segments]
+    budget = max_len - 1 - len(segments)  # opener + one separator/closer per segment
+    if budget < len(segments):
+        raise ValueError(f"max length {max_len} is too short for {len(segments)} segments and their special tokens")
+    truncated = False
+    while sum(len(s) for s in segments) > budget:
+        longest = max(range(len(segments)), key=lambda i: len(segments[i]))
+        segments[longest].pop()
+        truncated = True
+    ids = [opener]
+    for index, segment in enumerate(segments):
+        ids += segment + [closer if index == len(segments) - 1 else tokenizer.sep_id]
+    return ids, truncated
+
+
+def encode_split(examples: list[Example], tokenizer: Any, family: str, max_len: int) -> EncodedSplit:
+    """Encodes every row of every example (each distinct text once)."""
+    cache: dict[str, list[int]] = {}
+
+    def encode(text: str) -> list[int]:
+        if text not in cache:
+            cache[text] = tokenizer.encode(text)
+        return cache[text]
+
+    ids, num_truncated = [], 0
+    for example in examples:
+        rows = []
+        for segments in example.choices:
+            row, truncated = build_input([encode(t) for t in segments], family, tokenizer, max_len)
+            rows.append(row)
+            num_truncated += truncated
+        ids.append(rows)
+    return EncodedSplit(ids, [e.label for e in examples], num_truncated)
