@@ -229,7 +229,7 @@ def build_input(segments: list[list[int]], family: str, tokenizer: Any, max_len:
 
     mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [sep] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment
-    first (Hugging Face "longest_first").
+    first, the later one on ties (Hugging Face "longest_first").
     """
     if family == "causal":
         opener, closer = tokenizer.bos_id, tokenizer.eos_id
@@ -241,7 +241,7 @@ def build_input(segments: list[list[int]], family: str, tokenizer: Any, max_len:
         raise ValueError(f"max length {max_len} is too short for {len(segments)} segments and their special tokens")
     truncated = False
     while sum(len(s) for s in segments) > budget:
-        longest = max(range(len(segments)), key=lambda i: len(segments[i]))
+        longest = max(reversed(range(len(segments))), key=lambda i: len(segments[i]))  # ties: the later one
         segments[longest].pop()
         truncated = True
     ids = [opener]

@@ -1,0 +1,400 @@
+"""Fine-tuning track: the official classifier head on the pretrained body, one training loop.
+
+The fine-tuned model is the pretrained `Transformer` (via `Transformer.encode`, all of its
+parameters trained) plus `ClassifierHead`: LayerNorm -> Dense -> GELU -> LayerNorm ->
+Dropout(0.1) -> Dense, read at the first real token (mlm/hybrid) or at the last real token
+(causal), both found from the attention mask. Classification and multiple choice share the
+loop: a batch is [B, C, L] rows (C = 1 for classification, one row per option otherwise);
+options are scored by the shared head and compared by softmax.
+
+Official protocol: AdamW lr 3e-5, batch 32, 10 epochs (cluewsc2020 30), max length 128,
+6% warmup then cosine, weight decay 0.01, seed 42; score = dev accuracy at the best epoch.
+Rows are padded to a few length buckets, so a task compiles one train and one eval
+step per bucket; batches are split over a data-parallel mesh of the local devices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+from typing import TYPE_CHECKING, Any, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import matplotlib.figure
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from tqdm.auto import tqdm
+
+from babylm_jax.eval import clue
+from babylm_jax.eval.results import TaskResult
+from babylm_jax.model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from babylm_jax.eval.tasks import EvalOptions, TaskSpec
+
+NEG_INF = -1e9  # score of a padded option slot
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions:
+    """The official protocol; any field may be overridden per task."""
+
+    learning_rate: float = 3e-5
+    batch_size: int = 32
+    epochs: int | None = None  # None = the task's official count (10; cluewsc2020 30)
+    max_len: int = 128
+    warmup_ratio: float = 0.06
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0  # Hugging Face Trainer's default clipping
+    head_dropout: float = 0.1
+    seed: int = 42
+    limit: int | None = None  # keep the first N examples of each split
+    length_buckets: tuple[int, ...] = (32, 64, 128)  # row lengths; max_len is always one
+    progress: bool = True
+
+    def with_overrides(self, overrides: Mapping[str, Any], where: str) -> "FinetuneOptions":
+        """A copy with `overrides` applied; strings are parsed by field type (CLI values)."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        values = {}
+        for key, value in overrides.items():
+            if key not in fields:
+                raise ValueError(f"{where}: unknown fine-tuning option {key!r}; known: {sorted(fields)}")
+            values[key] = _parse_option(key, value, getattr(self, key), where) if isinstance(value, str) else value
+        return dataclasses.replace(self, **values)
+
+
+def _parse_option(key: str, text: str, current: Any, where: str) -> Any:
+    try:
+        if key in ("epochs", "limit"):
+            return None if text.lower() == "none" else int(text)
+        if key == "length_buckets":
+            return tuple(int(x) for x in text.split(",") if x.strip())
+        if isinstance(current, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1")
+        return type(current)(text)
+    except ValueError:
+        raise ValueError(f"{where}: option {key}={text!r} is not a valid {type(current).__name__}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOutcome:
+    """What one fine-tuning run measured; epochs are numbered from 1."""
+
+    dev_accuracy: list[float]  # per epoch
+    train_loss: list[float]  # per epoch, mean over its steps
+    best_epoch: int
+    best_predictions: np.ndarray  # dev predictions at the best epoch, in example order
+    num_truncated: dict[str, int]  # split -> rows cut to max_len
+    num_steps: int
+    num_examples: dict[str, int]
+
+    @property
+    def best_accuracy(self) -> float:
+        return self.dev_accuracy[self.best_epoch - 1]
+
+
+class ClassifierHead(nn.Module):
+    """LayerNorm -> Dense(D) -> GELU -> LayerNorm -> Dropout -> Dense(num_outputs)."""
+
+    num_outputs: int
+    dropout_rate: float = 0.1
+
+    @nn.compact
+    def __call__(self, pooled_RxD: jax.Array, deterministic: bool = True) -> jax.Array:
+        d = pooled_RxD.shape[-1]
+        x = nn.LayerNorm(name="norm_in")(pooled_RxD.astype(jnp.float32))
+        x = nn.gelu(nn.Dense(d, name="dense")(x), approximate=False)
+        x = nn.LayerNorm(name="norm_out")(x)
+        x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
+        return nn.Dense(self.num_outputs, name="out")(x)
+
+
+def pool_index(mask_RxL: jax.Array, last: bool) -> jax.Array:
+    """[R] index of the first (or last) real token of each row, from the attention mask.
+
+    Works with left and right padding; an all-padding row gives 0 (or L-1).
+    """
+    length = mask_RxL.shape[-1]
+    mask = mask_RxL.astype(bool)
+    if last:
+        return length - 1 - jnp.argmax(mask[:, ::-1], axis=-1)
+    return jnp.argmax(mask, axis=-1)
+
+
+def positions_from_mask(mask_RxL: jax.Array) -> jax.Array:
+    """Positions counted over real tokens only (so left padding does not shift them)."""
+    return jnp.maximum(jnp.cumsum(mask_RxL.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+class FinetuneModel(nn.Module):
+    """The pretrained body plus the classifier head; params {"body": ..., "head": ...}."""
+
+    body_config: Any  # ModelConfig
+    num_outputs: int
+    multiple_choice: bool
+    head_dropout: float = 0.1
+
+    def setup(self) -> None:
+        self.body = Transformer(self.body_config)
+        self.head = ClassifierHead(self.num_outputs, self.head_dropout)
+
+    def __call__(self, tokens_BxCxL: jax.Array, mask_BxCxL: jax.Array, deterministic: bool = True) -> jax.Array:
+        """Logits [B, K]: per label (classification) or per option (multiple choice)."""
+        b, c, length = tokens_BxCxL.shape
+        tokens_RxL = tokens_BxCxL.reshape(b * c, length)
+        mask_RxL = mask_BxCxL.reshape(b * c, length)
+        hidden_RxLxD, _ = self.body.encode(
+            tokens_RxL, mask_RxL.astype(jnp.int32), positions_from_mask(mask_RxL), deterministic=deterministic
+        )
+        index_R = pool_index(mask_RxL, last=self.body_config.family == "causal")
+        pooled_RxD = jnp.take_along_axis(hidden_RxLxD, index_R[:, None, None], axis=1)[:, 0]
+        out_RxK = self.head(pooled_RxD, deterministic)
+        if not self.multiple_choice:
+            return out_RxK.reshape(b, c, -1)[:, 0]
+        option_present_BxC = mask_BxCxL.any(axis=-1)
+        return jnp.where(option_present_BxC, out_RxK.reshape(b, c), NEG_INF)
+
+
+def bucket_lengths(max_len: int, buckets: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted({b for b in buckets if 0 < b < max_len} | {max_len}))
+
+
+def make_batches(
+    split: clue.EncodedSplit,
+    batch_size: int,
+    lengths: tuple[int, ...],
+    num_rows: int,
+    rng: np.random.Generator | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """Fixed-size batches, each padded to one of `lengths`; shuffled when `rng` is given.
+
+    Keys: tokens/mask [B, C, L], labels [B], index [B] (example index, -1 on filler rows
+    of a bucket's last batch). Examples are grouped by the bucket their longest row fits.
+    """
+    by_bucket: dict[int, list[int]] = {length: [] for length in lengths}
+    for i, rows in enumerate(split.ids):
+        longest = max(len(r) for r in rows)
+        by_bucket[next(length for length in lengths if length >= longest)].append(i)
+    batches = []
+    for length, members in by_bucket.items():
+        order = np.asarray(members, dtype=np.int64)
+        if rng is not None:
+            order = rng.permutation(order)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            tokens = np.zeros((batch_size, num_rows, length), np.int32)
+            mask = np.zeros((batch_size, num_rows, length), bool)
+            index = np.full((batch_size,), -1, np.int32)
+            labels = np.zeros((batch_size,), np.int32)
+            for slot, i in enumerate(chunk):
+                index[slot], labels[slot] = i, split.labels[i]
+                for c, row in enumerate(split.ids[i]):
+                    tokens[slot, c, : len(row)] = row
+                    mask[slot, c, : len(row)] = True
+            batches.append({"tokens": tokens, "mask": mask, "labels": labels, "index": index})
+    if rng is not None:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def data_mesh(batch_size: int, devices: list | None = None) -> Mesh:
+    """A 1-D `data` mesh over as many local devices as evenly split the batch."""
+    devices = list(jax.local_devices() if devices is None else devices)
+    count = max(k for k in range(1, len(devices) + 1) if batch_size % k == 0)
+    return Mesh(np.asarray(devices[:count]), ("data",))
+
+
+def make_optimizer(options: FinetuneOptions, num_steps: int) -> optax.GradientTransformation:
+    """AdamW with linear warmup then cosine decay to 0; no decay on biases and norm scales."""
+    warmup = int(options.warmup_ratio * num_steps)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, options.learning_rate, warmup, max(num_steps, warmup + 1), 0.0)
+    decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)  # noqa: E731
+    return optax.chain(
+        optax.clip_by_global_norm(options.max_grad_norm),
+        optax.adamw(schedule, b1=0.9, b2=0.999, eps=1e-8, weight_decay=options.weight_decay, mask=decay_mask),
+    )
+
+
+def _device_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
+    return {k: jax.device_put(batch[k], sharding) for k in ("tokens", "mask", "labels", "index")}
+
+
+def make_steps(model: FinetuneModel, optimizer: optax.GradientTransformation, dropout_key: jax.Array):
+    """Jitted `train_step((params, opt_state), batch, step) -> (state, loss)` (state donated)
+    and `predict_step(params, batch) -> predicted [B]`; filler rows (index -1) get no weight."""
+
+    def loss_fn(params, batch, step):
+        logits_BxK = model.apply(
+            {"params": params}, batch["tokens"], batch["mask"], deterministic=False,
+            rngs={"dropout": jax.random.fold_in(dropout_key, step)},
+        )
+        weights_B = (batch["index"] >= 0).astype(jnp.float32)
+        losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BxK, batch["labels"])
+        return jnp.sum(losses_B * weights_B) / jnp.maximum(jnp.sum(weights_B), 1.0)
+
+    def train_step(state, batch, step):
+        params, opt_state = state
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch, step)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    def predict_step(params, batch):
+        return jnp.argmax(model.apply({"params": params}, batch["tokens"], batch["mask"]), axis=-1)
+
+    return jax.jit(train_step, donate_argnums=(0,)), jax.jit(predict_step)
+
+
+def finetune(
+    body_model: Transformer,
+    body_params: dict,
+    task: clue.ClueTask,
+    tokenizer: Any,
+    options: FinetuneOptions,
+) -> FinetuneOutcome:
+    """Fine-tunes body + a fresh head on `task.train`; dev accuracy after every epoch."""
+    config = body_model.config
+    epochs = options.epochs if options.epochs is not None else task.default_epochs
+    if epochs < 1:
+        raise ValueError(f"fine-tuning epochs must be >= 1, got {epochs}")
+    train = clue.encode_split(task.train, tokenizer, config.family, options.max_len)
+    dev = clue.encode_split(task.dev, tokenizer, config.family, options.max_len)
+    num_rows = max(len(rows) for rows in train.ids + dev.ids)
+    lengths = bucket_lengths(options.max_len, options.length_buckets)
+    mesh = data_mesh(options.batch_size)
+    rows_sharding, replicated = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
+
+    model = FinetuneModel(config, task.num_outputs, task.kind == "multiple_choice", options.head_dropout)
+    key = jax.random.PRNGKey(options.seed)
+    head_params = ClassifierHead(task.num_outputs).init(jax.random.fold_in(key, 0), jnp.zeros((1, config.d_model)))
+    params = {"body": nn.meta.unbox(body_params)["params"], "head": head_params["params"]}
+    params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+
+    steps_per_epoch = len(make_batches(train, options.batch_size, lengths, num_rows))
+    num_steps = epochs * steps_per_epoch
+    optimizer = make_optimizer(options, num_steps)
+    state = jax.device_put((params, optimizer.init(params)), replicated)
+    train_step, predict_step = make_steps(model, optimizer, jax.random.fold_in(key, 1))
+
+    dev_batches = [_device_batch(b, rows_sharding) for b in make_batches(dev, options.batch_size, lengths, num_rows)]
+    dev_labels = np.asarray(dev.labels)
+    dev_accuracy, train_loss, best_predictions = [], [], None
+    step = 0
+    with tqdm(total=num_steps, desc=f"finetune {task.name}", unit="step", disable=not options.progress) as bar:
+        for epoch in range(epochs):
+            shuffle = np.random.default_rng([options.seed, epoch])
+            losses = []
+            for batch in make_batches(train, options.batch_size, lengths, num_rows, shuffle):
+                state, loss = train_step(state, _device_batch(batch, rows_sharding), jnp.int32(step))
+                losses.append(loss)
+                step += 1
+                bar.update()
+            predictions = [(predict_step(state[0], b), b["index"]) for b in dev_batches]
+            predicted = np.zeros(len(dev_labels), np.int64)
+            for pred, index in jax.device_get(predictions):
+                predicted[index[index >= 0]] = pred[index >= 0]
+            accuracy = float(np.mean(predicted == dev_labels))
+            train_loss.append(float(np.mean(jax.device_get(losses))))
+            if not dev_accuracy or accuracy > max(dev_accuracy):
+                best_predictions = predicted
+            dev_accuracy.append(accuracy)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{train_loss[-1]:.4f}", dev_acc=f"{accuracy:.4f}")
+    best_epoch = int(np.argmax(dev_accuracy)) + 1
+    return FinetuneOutcome(
+        dev_accuracy=dev_accuracy,
+        train_loss=train_loss,
+        best_epoch=best_epoch,
+        best_predictions=best_predictions,
+        num_truncated={"train": train.num_truncated, "dev": dev.num_truncated},
+        num_steps=num_steps,
+        num_examples={"train": len(task.train), "dev": len(task.dev)},
+    )
+
+
+def per_group_accuracy(examples: list[clue.Example], predictions: np.ndarray) -> dict[str, float]:
+    """Accuracy per `Example.group` (diagnostic_nli phenomena)."""
+    correct: dict[str, list[bool]] = {}
+    for example, predicted in zip(examples, predictions):
+        correct.setdefault(example.group, []).append(bool(predicted == example.label))
+    return {group: float(np.mean(hits)) for group, hits in sorted(correct.items())}
+
+
+def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.figure.Figure:
+    """Dev accuracy and train loss per epoch, best epoch marked."""
+    epochs = np.arange(1, len(outcome.dev_accuracy) + 1)
+    figure = matplotlib.figure.Figure(figsize=(6, 3.5))
+    acc_axes = figure.add_subplot()
+    acc_axes.plot(epochs, outcome.dev_accuracy, "o-", color="#4c72b0", label="dev accuracy")
+    acc_axes.axvline(outcome.best_epoch, color="grey", linestyle="--", linewidth=1)
+    acc_axes.set_xlabel("epoch")
+    acc_axes.set_ylabel("dev accuracy")
+    acc_axes.set_ylim(0, 1)
+    loss_axes = acc_axes.twinx()
+    loss_axes.plot(epochs, outcome.train_loss, "s-", color="#dd8452", label="train loss")
+    loss_axes.set_ylabel("train loss")
+    acc_axes.set_title(f"{task_name}: best epoch {outcome.best_epoch} ({outcome.best_accuracy:.4f})")
+    figure.tight_layout()
+    return figure
+
+
+def run_finetune_task(
+    loaded: Any, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions | None = None
+) -> TaskResult:
+    """Reads the task, fine-tunes `loaded` (a LoadedModel) on it, and reports dev accuracy."""
+    options = options or FinetuneOptions()
+    task = clue.load_clue_task(data_dir, task_name, options.limit)
+    outcome = finetune(loaded.model, loaded.params, task, loaded.tokenizer, options)
+    details: dict[str, Any] = {
+        "num_items": len(task.dev),
+        "best_epoch": outcome.best_epoch,
+        "dev_accuracy_per_epoch": outcome.dev_accuracy,
+        "train_loss_per_epoch": outcome.train_loss,
+        "num_train": len(task.train),
+        "num_truncated": outcome.num_truncated,
+        "num_dropped": task.dropped,
+        "num_steps": outcome.num_steps,
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()},
+    }
+    if task_name == "diagnostic_nli":
+        details["per_phenomenon"] = per_group_accuracy(task.dev, outcome.best_predictions)
+    for split, count in outcome.num_truncated.items():
+        if count:
+            print(f"[finetune] {task_name}: truncated {count} {split} rows to {options.max_len} tokens", flush=True)
+    return TaskResult(
+        values={"accuracy": outcome.best_accuracy},
+        details=details,
+        figures={"epochs": epoch_curve_figure(task_name, outcome)},
+    )
+
+
+def options_for(spec: "TaskSpec", eval_options: "EvalOptions") -> FinetuneOptions:
+    """Protocol defaults <- the registry's per-task settings <- CLI flags and `--extra`.
+
+    `--extra finetune.KEY=VALUE` sets KEY for every task, `--extra finetune.TASK.KEY=VALUE`
+    for one task only (e.g. `finetune.cluewsc2020.learning_rate=1e-5`).
+    """
+    options = FinetuneOptions(seed=eval_options.seed, limit=eval_options.limit)
+    options = options.with_overrides(spec.settings, f"task registry entry {spec.name}")
+    if eval_options.finetune_epochs is not None:
+        options = dataclasses.replace(options, epochs=eval_options.finetune_epochs)
+    everywhere, this_task = {}, {}
+    for key, value in eval_options.extra.items():
+        parts = key.split(".")
+        if parts[0] != "finetune":
+            continue
+        if len(parts) == 2:
+            everywhere[parts[1]] = value
+        elif len(parts) == 3 and parts[1] == spec.name:
+            this_task[parts[2]] = value
+        elif len(parts) != 3 or parts[1] not in clue.TASK_NAMES:
+            raise ValueError(f"--extra {key}: expected finetune.KEY or finetune.TASK.KEY")
+    return options.with_overrides(everywhere, "--extra").with_overrides(this_task, "--extra")
+
+
+def run_task(spec: "TaskSpec", loaded: Any, data_dir: pathlib.Path, eval_options: "EvalOptions") -> TaskResult:
+    """The registry's runner for the six fine-tuning tasks."""
+    return run_finetune_task(loaded, data_dir, spec.name, options_for(spec, eval_options))
