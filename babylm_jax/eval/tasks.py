@@ -91,6 +91,7 @@ def _import_runner(target: str) -> Callable[..., TaskResult]:
 
 
 _MINIMAL_PAIRS = "babylm_jax.eval.minimal_pairs:run_task"
+_FINETUNE = "babylm_jax.eval.finetune:run_task"
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -107,6 +108,15 @@ TASKS: dict[str, TaskSpec] = {
                  settings={"format": "hanzi_structure", "unk_is_wrong": True}),
         TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
                  settings={"format": "hanzi_pinyin", "unk_is_wrong": True}),
+        # Fine-tuning: settings are per-task overrides of finetune.FinetuneOptions.
+        TaskSpec("afqmc", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
+        TaskSpec("ocnli", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
+        TaskSpec("tnews", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json"),
+                 settings={"epochs": 30}),
+        TaskSpec("c3", "finetune", "accuracy", _FINETUNE,
+                 ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", _FINETUNE, ("*.json|*.jsonl",)),
     )
 }
 
