@@ -26,6 +26,21 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.tokenizer.character_coverage = 0.9995
     config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
     config.data.tokenizer.training_sentences = 300_000  # SentencePiece input sample size
+    config.data.packing = "concat"  # "concat" (concatenate-and-split) or "first_fit"
+    config.data.whole_word_masking = False  # batches carry `word_starts` (jieba word starts)
+    config.data.normalize = ml_collections.ConfigDict()
+    config.data.normalize.nfkc = False  # Unicode NFKC (turns full-width punctuation half-width)
+    config.data.normalize.to_simplified = False  # traditional -> simplified (OpenCC t2s)
+    config.data.normalize.clean_whitespace = True  # collapse runs of spaces, strip lines
+    config.data.normalize.drop_empty_lines = True
+    config.data.on_bad_line = "stop"  # undecodable/malformed/over-long lines: "stop" or "skip"
+    config.data.max_document_chars = 1_000_000  # longer documents count as bad lines
+    config.data.num_workers = 0  # prepare worker processes; 0 = all cores
+    config.data.shard_chars = 1_000_000  # characters per prepare shard (unit of resume)
+    config.data.leakage = ml_collections.ConfigDict()
+    config.data.leakage.data_dir = ""  # evaluation data directory; needed for drop
+    config.data.leakage.drop = False  # drop training lines that overlap evaluation items
+    config.data.leakage.ngram = 13  # character n-gram length of the overlap check
 
     config.model = ml_collections.ConfigDict()
     config.model.family = "causal"  # "causal", "mlm" or "hybrid"
@@ -58,9 +73,30 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.log_every_steps = 20
     config.train.eval_every_steps = 200
     config.train.eval_batches = 8
+    config.train.optimizer = "adamw"  # "adamw" or "lamb"
+    config.train.schedule = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
+    config.train.decay_share = 0.2  # "wsd": share of steps in the final decay
+    config.train.grad_accum_steps = 1
+    config.train.ema_decay = 0.0  # > 0 keeps EMA params, used for eval and export
+    config.train.z_loss = 0.0
+    config.train.mask_rate = 0.15  # mlm/hybrid: masking rate at the start ...
+    config.train.mask_rate_final = 0.15  # ... and at the end (linear curriculum)
+    config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)
+    config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
 
     config.checkpoint = ml_collections.ConfigDict()
     config.checkpoint.every_steps = 200
     config.checkpoint.max_to_keep = 2
+    config.checkpoint.word_milestones = True  # extra checkpoints at 1, 2, ..., 10, 20, ..., 100 units
+    config.checkpoint.milestone_unit = 1_000_000  # words per unit (BabyLM: 1M)
+
+    config.mesh = ml_collections.ConfigDict()
+    config.mesh.fsdp = 1  # devices per FSDP group; 1 = pure data parallel
+
+    config.distributed = ml_collections.ConfigDict()
+    config.distributed.initialize = False  # call jax.distributed.initialize() (multi-host)
+    config.distributed.coordinator_address = ""  # empty: auto-detect (TPU pods, SLURM, ...)
+    config.distributed.num_processes = 1
+    config.distributed.process_id = 0
 
     return config

@@ -1,0 +1,87 @@
+"""Analytic FLOPs, device peaks, MFU, and the metrics.jsonl writer.
+
+FLOP convention (as MaxText): a multiply-add is 2 FLOPs; training = 3 x forward (forward,
+plus backward for activations and weights). Per token, forward =
+  2 x (matmul weights: qkv, attention out, MLP, head transform)
++ 2 x d_model x vocab (the tied output projection; the embedding lookup is free)
++ attention: 4 x seq_len x d_model per layer (QK^T and PV), halved for causal rows
+  (only the lower triangle is useful work).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from babylm_jax.model.transformer import ModelConfig
+
+# Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).
+DEVICE_PEAK_FLOPS = {
+    "H200": 989e12,
+    "H100": 989e12,
+    "A100": 312e12,
+    "TPU v4": 275e12,
+    "TPU v5 lite": 197e12,  # v5e
+    "TPU v5e": 197e12,
+    "TPU v5p": 459e12,
+    "TPU v5": 459e12,
+}
+
+
+def matmul_params(c: ModelConfig) -> int:
+    """Weights that take part in matmuls, per token, excluding the output projection."""
+    mlp = (3 if c.mlp == "swiglu" else 2) * c.d_model * c.d_ff
+    per_layer = 4 * c.d_model * c.d_model + mlp
+    head = c.d_model * c.d_model if c.has_head_transform else 0
+    return c.num_layers * per_layer + head
+
+
+def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float) -> float:
+    """Forward FLOPs per token; `causal_share` is the fraction of rows attending causally."""
+    attention = 4 * seq_len * c.d_model * c.num_layers * (1.0 - 0.5 * causal_share)
+    return 2 * matmul_params(c) + 2 * c.d_model * c.vocab_size + attention
+
+
+def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float) -> float:
+    return 3 * forward_flops_per_token(c, seq_len, causal_share)
+
+
+def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of a large jitted float32 matmul on the default device (best of `repeats`)."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    matmul(a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def device_peak_flops() -> tuple[float, str]:
+    """Peak FLOP/s of one local device and where the figure came from."""
+    kind = jax.devices()[0].device_kind
+    for name, peak in DEVICE_PEAK_FLOPS.items():
+        if name.lower() in kind.lower():
+            return peak, f"table ({kind}, bf16 dense)"
+    return measure_matmul_peak(n=1024, repeats=3), f"measured f32 matmul ({kind})"
+
+
+class MetricsWriter:
+    """Appends one JSON object per line to `<workdir>/metrics.jsonl` (process 0 only)."""
+
+    def __init__(self, workdir: str, enabled: bool = True):
+        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.enabled = enabled
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")

@@ -1,0 +1,52 @@
+"""Optimizers and learning-rate schedules built from `config.train`.
+
+Schedules: "cosine" (linear warmup, cosine decay to `min_lr_ratio`) and "wsd" (warmup,
+stable, then a linear decay over the last `decay_share` of steps). Optimizers: "adamw"
+and "lamb". Weight decay skips vectors (norm scales, biases). Gradients are clipped by
+global norm before the update.
+"""
+from __future__ import annotations
+
+import jax
+import ml_collections
+import optax
+
+
+def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
+    """The learning-rate schedule named by `train.schedule`."""
+    peak, steps, warmup = train.learning_rate, train.num_steps, train.warmup_steps
+    floor = peak * train.min_lr_ratio
+    if warmup >= steps:
+        raise ValueError(f"config key train.warmup_steps={warmup} must be below train.num_steps={steps}")
+    if train.schedule == "cosine":
+        return optax.warmup_cosine_decay_schedule(0.0, peak, warmup, steps, end_value=floor)
+    if train.schedule == "wsd":
+        decay_steps = max(1, int(round(steps * train.decay_share)))
+        stable_steps = steps - warmup - decay_steps
+        if stable_steps < 0:
+            raise ValueError("config keys train.warmup_steps + train.decay_share*num_steps exceed train.num_steps")
+        return optax.join_schedules(
+            [
+                optax.linear_schedule(0.0, peak, warmup),
+                optax.constant_schedule(peak),
+                optax.linear_schedule(peak, floor, decay_steps),
+            ],
+            boundaries=[warmup, warmup + stable_steps],
+        )
+    raise ValueError(f"config key train.schedule: unknown schedule {train.schedule!r} (use 'cosine' or 'wsd')")
+
+
+def _decay_mask(params):
+    return jax.tree.map(lambda x: x.ndim > 1, params)
+
+
+def make_optimizer(train: ml_collections.ConfigDict) -> optax.GradientTransformation:
+    """Clip-by-global-norm followed by the optimizer named by `train.optimizer`."""
+    schedule = make_schedule(train)
+    if train.optimizer == "adamw":
+        opt = optax.adamw(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=_decay_mask)
+    elif train.optimizer == "lamb":
+        opt = optax.lamb(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=_decay_mask)
+    else:
+        raise ValueError(f"config key train.optimizer: unknown optimizer {train.optimizer!r} (use 'adamw' or 'lamb')")
+    return optax.chain(optax.clip_by_global_norm(train.grad_clip), opt)

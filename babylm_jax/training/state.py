@@ -1,0 +1,53 @@
+"""The train state (step, params, optimizer state, optional EMA params) and its creation."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.training import optim
+
+
+@flax.struct.dataclass
+class TrainState:
+    step: jax.Array
+    params: Any
+    opt_state: Any
+    ema_params: Any  # None when train.ema_decay == 0
+
+
+def build_model(config: ml_collections.ConfigDict) -> Transformer:
+    """The Transformer described by `config.model`, with seq_len checked against max_len."""
+    model_config = ModelConfig.from_config(config.model)
+    if config.train.seq_len > model_config.max_len:
+        raise ValueError(
+            f"config key train.seq_len={config.train.seq_len} exceeds model.max_len={model_config.max_len}"
+        )
+    return Transformer(model_config)
+
+
+def boxed_init_fn(
+    config: ml_collections.ConfigDict, model: Transformer, optimizer: optax.GradientTransformation
+) -> Callable[[jax.Array], TrainState]:
+    """A function rng -> TrainState whose params keep their logical-partitioning boxes."""
+
+    def init(rng: jax.Array) -> TrainState:
+        tokens = jnp.zeros((1, min(8, config.train.seq_len)), jnp.int32)
+        params = model.init(rng, tokens)
+        ema = params if config.train.ema_decay > 0 else None
+        return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params), ema_params=ema)
+
+    return init
+
+
+def abstract_state(config: ml_collections.ConfigDict) -> tuple[TrainState, Transformer]:
+    """Shapes and dtypes of the (unboxed) train state, without allocating it."""
+    model = build_model(config)
+    init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
+    return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
