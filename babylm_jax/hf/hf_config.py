@@ -1,0 +1,92 @@
+"""config.json for an export: transformers' Llama when ours matches it, else our own `babylm` type.
+
+A causal model with SwiGLU MLP and RMSNorm whose AutoModel returns the final layer is a
+Llama (rotate-half RoPE, no biases, tied embeddings, eps 1e-6) and needs no remote code.
+Every other variant uses the shipped `configuration_babylm.py` / `modeling_babylm.py`,
+registered through `auto_map` for the Auto classes that make sense for its family.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from babylm_jax.model.transformer import ModelConfig
+
+SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5, "sep": 6}
+NORM_EPS = 1e-6  # babylm_jax.model.layers norms
+REMOTE_CODE_FILES = ("configuration_babylm.py", "modeling_babylm.py")
+
+
+def resolve_output_layer(config: ModelConfig, layer: int | None) -> int:
+    """The hidden-state index AutoModel returns (0 = embeddings .. N = final normed output)."""
+    n = config.num_layers
+    if layer is None:
+        return n
+    if not -(n + 1) <= layer <= n:
+        raise ValueError(f"--layer {layer}: the model has hidden states 0..{n} (or -{n + 1}..-1)")
+    return layer % (n + 1)
+
+
+def is_llama(config: ModelConfig, output_layer: int) -> bool:
+    """Whether the export maps onto transformers' LlamaForCausalLM without remote code."""
+    return (
+        config.family == "causal" and config.mlp == "swiglu" and config.norm == "rmsnorm"
+        and output_layer == config.num_layers
+    )
+
+
+def _auto_map(family: str) -> dict[str, str]:
+    auto_map = {"AutoConfig": "configuration_babylm.BabyLMConfig", "AutoModel": "modeling_babylm.BabyLMModel"}
+    if family in ("mlm", "hybrid"):
+        auto_map["AutoModelForMaskedLM"] = "modeling_babylm.BabyLMForMaskedLM"
+    if family in ("causal", "hybrid"):
+        auto_map["AutoModelForCausalLM"] = "modeling_babylm.BabyLMForCausalLM"
+    return auto_map
+
+
+def hf_config(config: ModelConfig, output_layer: int, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The config.json dict; `provenance` (step, words seen, ...) is recorded under "babylm_jax"."""
+    common = {
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.d_model,
+        "intermediate_size": config.d_ff,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "max_position_embeddings": config.max_len,
+        "rope_theta": config.rope_theta,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": True,
+        "pad_token_id": SPECIAL_IDS["pad"],
+        "bos_token_id": SPECIAL_IDS["bos"],
+        "eos_token_id": SPECIAL_IDS["eos"],
+        "torch_dtype": "float32",
+        "babylm_jax": {"family": config.family, "output_layer": output_layer, **provenance},
+    }
+    if is_llama(config, output_layer):
+        return {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            **common,
+            "num_key_value_heads": config.num_heads,
+            "head_dim": config.d_model // config.num_heads,
+            "hidden_act": "silu",
+            "rms_norm_eps": NORM_EPS,
+            "rope_scaling": None,
+            "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "mlp_bias": False,
+            "pretraining_tp": 1,
+            "use_cache": True,
+        }
+    architecture = "BabyLMForCausalLM" if config.family == "causal" else "BabyLMForMaskedLM"
+    return {
+        "architectures": [architecture],
+        "model_type": "babylm",
+        "auto_map": _auto_map(config.family),
+        **common,
+        "family": config.family,
+        "mlp": config.mlp,
+        "norm": config.norm,
+        "norm_eps": NORM_EPS,
+        "output_layer": output_layer,
+    }
