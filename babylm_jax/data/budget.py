@@ -1,0 +1,61 @@
+"""The official word budget: report (budget.json) and enforcement.
+
+Words are `len(list(jieba.cut(document)))` summed over all documents of the corpus (jieba
+0.42.1, default mode), counted in worker processes by `cache.count_corpus`. The held-out
+evaluation share is counted too: it is part of the corpus.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from babylm_jax.data.cache import CorpusCache, atomic_write_json
+
+
+class BudgetError(ValueError):
+    """The corpus holds more words than `data.word_budget` allows."""
+
+
+def budget_report(cache: CorpusCache, word_budget: int, allow_over_budget: bool) -> dict:
+    """Totals and per-source words, characters, lines and documents."""
+    doc_source = cache.doc_array("doc_source")
+    columns = {name: cache.doc_array(f"doc_{name}") for name in ("words", "chars", "lines")}
+
+    def totals(selected: np.ndarray) -> dict:
+        return {
+            "words": int(columns["words"][selected].sum()),
+            "characters": int(columns["chars"][selected].sum()),
+            "lines": int(columns["lines"][selected].sum()),
+            "documents": int(selected.sum()),
+        }
+
+    report = totals(np.ones(len(doc_source), bool))
+    over = report["words"] > word_budget
+    report.update(
+        {
+            "word_budget": int(word_budget),
+            "over_budget": bool(over),
+            "allowed_over_budget": bool(over and allow_over_budget),
+            "counter": "len(list(jieba.cut(document))), jieba " + _jieba_version(),
+            "leakage_dropped_lines": cache.dropped_lines(),
+            "sources": {s.name: totals(doc_source == i) for i, s in enumerate(cache.sources)},
+        }
+    )
+    return report
+
+
+def _jieba_version() -> str:
+    import jieba
+
+    return jieba.__version__
+
+
+def enforce_budget(report: dict, path: pathlib.Path) -> None:
+    """Writes `path` (budget.json) and refuses an over-budget corpus unless allowed."""
+    atomic_write_json(path, report)
+    if report["over_budget"] and not report["allowed_over_budget"]:
+        raise BudgetError(
+            f"Corpus has {report['words']:,} jieba words, over data.word_budget={report['word_budget']:,} "
+            f"(report: {path}). Shrink the corpus, or set data.allow_over_budget=True for an ablation."
+        )

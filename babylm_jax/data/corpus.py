@@ -1,0 +1,244 @@
+"""Corpus sources and normalisation: builtin, .txt, .jsonl(.gz) and .parquet, mixed.
+
+`list_sources(config.data)` resolves `data.corpus` plus `data.paths` into sources (each a
+sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
+`normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
+a missing text field, a document over `data.max_document_chars`, an empty file) stops with
+the file and line named, or is skipped with a warning when `data.on_bad_line = "skip"`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import logging
+import pathlib
+import re
+import unicodedata
+from typing import Iterator
+
+from babylm_jax.data import builtin
+
+SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+_SPACES = re.compile(r"[^\S\n]+")
+
+
+class CorpusError(ValueError):
+    """A problem with the corpus a user can fix; the message names the file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    name: str  # "builtin" or the configured path
+    files: tuple[pathlib.Path, ...]
+
+
+def _suffix(path: pathlib.Path) -> str | None:
+    name = path.name.lower()
+    return next((s for s in SUFFIXES if name.endswith(s)), None)
+
+
+def list_sources(data_config) -> list[Source]:
+    """`data.corpus` (\"builtin\" or a path) and every entry of `data.paths`, files sorted."""
+    entries = [data_config.corpus] if data_config.corpus else []
+    entries += list(data_config.paths)
+    if not entries:
+        raise CorpusError("No corpus: set data.corpus ('builtin' or a path) or data.paths")
+    sources = []
+    for entry in entries:
+        if entry == "builtin":
+            sources.append(Source("builtin", tuple(builtin.builtin_files())))
+            continue
+        path = pathlib.Path(entry).expanduser()
+        if not path.exists():
+            raise CorpusError(f"Corpus path does not exist: {path} (data.corpus / data.paths)")
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and _suffix(p))
+            if not files:
+                raise CorpusError(f"Corpus directory {path} holds no {'/'.join(SUFFIXES)} files")
+        elif _suffix(path):
+            files = [path]
+        else:
+            raise CorpusError(f"Corpus file {path} is not one of {'/'.join(SUFFIXES)}")
+        sources.append(Source(str(entry), tuple(files)))
+    return sources
+
+
+def source_fingerprint(sources: list[Source]) -> list:
+    """Cheap identity of the corpus files: path, size and modification time of each."""
+    out = []
+    for source in sources:
+        for f in source.files:
+            st = f.stat()
+            out.append([source.name, str(f.resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+class _BadLines:
+    """Raises or counts problems according to `data.on_bad_line`."""
+
+    def __init__(self, policy: str):
+        if policy not in ("stop", "skip"):
+            raise CorpusError(f"data.on_bad_line must be 'stop' or 'skip', got {policy!r}")
+        self.policy, self.skipped = policy, 0
+
+    def __call__(self, path: pathlib.Path, line: int, problem: str) -> None:
+        message = f"{path}:{line}: {problem}"
+        if self.policy == "stop":
+            raise CorpusError(message + " (set data.on_bad_line='skip' to skip such lines)")
+        self.skipped += 1
+        logging.warning("Skipping %s", message)
+
+
+def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason})")
+
+
+def _txt_documents(path: pathlib.Path, per: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    if per not in ("line", "blank_line"):
+        raise CorpusError(f"data.txt_documents must be 'line' or 'blank_line', got {per!r}")
+    block: list[str] = []
+    start = 0
+    for number, line in _decoded_lines(path, bad):
+        line = line.rstrip("\r\n")
+        if per == "line":
+            yield number, line
+        elif line.strip():
+            start = start or number
+            block.append(line)
+        elif block:
+            yield start, "\n".join(block)
+            block, start = [], 0
+    if block:
+        yield start, "\n".join(block)
+
+
+def _jsonl_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    for number, line in _decoded_lines(path, bad):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            bad(path, number, f"malformed JSON ({e.msg})")
+            continue
+        if not isinstance(row, dict) or field not in row:
+            bad(path, number, f"no text field {field!r} (data.text_field)")
+            continue
+        if not isinstance(row[field], str):
+            bad(path, number, f"field {field!r} is not a string")
+            continue
+        yield number, row[field]
+
+
+def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    if field not in parquet.schema_arrow.names:
+        raise CorpusError(
+            f"{path}: parquet file has no column {field!r} (data.text_field); columns: {parquet.schema_arrow.names}"
+        )
+    number = 0
+    for batch in parquet.iter_batches(columns=[field], batch_size=4096):
+        for text in batch.column(0).to_pylist():
+            number += 1
+            if text is None:
+                bad(path, number, f"row has no {field!r} value")
+                continue
+            yield number, text
+
+
+def _file_documents(path: pathlib.Path, data_config, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    suffix = _suffix(path)
+    if suffix == ".txt":
+        return _txt_documents(path, data_config.txt_documents, bad)
+    if suffix == ".parquet":
+        return _parquet_documents(path, data_config.text_field, bad)
+    return _jsonl_documents(path, data_config.text_field, bad)
+
+
+def iter_raw_documents(sources: list[Source], data_config) -> Iterator[tuple[int, str]]:
+    """(source index, raw text) for every document, in the fixed source/file/line order.
+
+    Stops after `data.max_documents` documents when it is positive.
+    """
+    bad = _BadLines(data_config.on_bad_line)
+    limit = int(data_config.max_documents)
+    max_chars = int(data_config.max_document_chars)
+    emitted = 0
+    for index, source in enumerate(sources):
+        for path in source.files:
+            if source.name == "builtin":
+                documents = builtin.iter_builtin_file(path)
+            else:
+                documents = _file_documents(path, data_config, bad)
+            found = False
+            for number, text in documents:
+                found = True
+                if max_chars and len(text) > max_chars:
+                    bad(path, number, f"document of {len(text):,} characters exceeds data.max_document_chars={max_chars:,}")
+                    continue
+                yield index, text
+                emitted += 1
+                if limit and emitted >= limit:
+                    return
+            if not found:
+                bad(path, 0, "empty file (no documents)")
+
+
+def make_normalizer(normalize_config):
+    """A picklable callable text -> normalised text (see `normalize_document`)."""
+    return Normalizer(
+        nfkc=bool(normalize_config.nfkc),
+        to_simplified=bool(normalize_config.to_simplified),
+        clean_whitespace=bool(normalize_config.clean_whitespace),
+        drop_empty_lines=bool(normalize_config.drop_empty_lines),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Normalizer:
+    nfkc: bool = False
+    to_simplified: bool = False
+    clean_whitespace: bool = True
+    drop_empty_lines: bool = True
+
+    def __call__(self, text: str) -> str:
+        return normalize_document(text, self)
+
+
+_T2S = None
+
+
+def _to_simplified(text: str) -> str:
+    global _T2S
+    if _T2S is None:
+        import opencc  # opencc-python-reimplemented
+
+        _T2S = opencc.OpenCC("t2s")
+    return _T2S.convert(text)
+
+
+def normalize_document(text: str, options: Normalizer) -> str:
+    """NFKC, traditional->simplified, whitespace clean-up and empty-line removal, as configured.
+
+    NUL and carriage returns are always removed.
+    """
+    text = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+    if options.nfkc:
+        text = unicodedata.normalize("NFKC", text)
+    if options.to_simplified:
+        text = _to_simplified(text)
+    lines = text.split("\n")
+    if options.clean_whitespace:
+        lines = [_SPACES.sub(" ", line).strip() for line in lines]
+    if options.drop_empty_lines:
+        lines = [line for line in lines if line.strip()]
+    return "\n".join(lines)

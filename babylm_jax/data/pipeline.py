@@ -1,0 +1,201 @@
+"""Training data for the trainer: prepare when needed, then a grain iterator of packed batches.
+
+    data = build_train_data(config, workdir, process_index=p, process_count=P)
+    batch = next(data.train_iterator)   # numpy dict, this process's rows of the global batch
+
+Batches hold `tokens`, `segment_ids` (1.. per piece, 0 = padding), `positions` (restart at 0
+at each piece, see packing.py), `words` (jieba words each row covers, pro rata per piece)
+and, with `data.whole_word_masking`, `word_starts`. Row r of the global batch of a step is
+row r of the concatenation of the per-process batches of processes 0..P-1.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+from typing import Any
+
+import grain
+import numpy as np
+
+from babylm_jax.data import budget, cache as cache_lib, packing
+from babylm_jax.data.tokenizer import Tokenizer, char_tokenizer_from_counts, load_tokenizer, train_tokenizer
+
+EVAL_SPLIT_SEED = 20250101  # fixed: the held-out documents do not depend on train.seed
+
+
+@dataclasses.dataclass
+class TrainData:
+    tokenizer: Tokenizer
+    train_iterator: Any  # grain DatasetIterator: get_state()/set_state(), infinite
+    eval_batches: list[dict]
+    stats: dict
+
+
+@dataclasses.dataclass
+class PreparedCorpus:
+    """What `prepare` produces: the counted corpus, its budget report and the token cache."""
+
+    corpus: cache_lib.CorpusCache
+    budget_report: dict
+    budget_path: pathlib.Path
+    tokenizer: Tokenizer
+    tokens: cache_lib.TokenCache
+
+
+def line_filter_from_config(data_config):
+    """The leakage line filter when `data.leakage.drop` is on, else None."""
+    if not data_config.leakage.drop:
+        return None
+    from babylm_jax.data import leakage
+
+    if not data_config.leakage.data_dir:
+        raise ValueError("data.leakage.drop=True needs data.leakage.data_dir (the evaluation data directory)")
+    return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, int(data_config.leakage.ngram), data_config.normalize)
+
+
+def tokenizer_key(corpus_key: str, config) -> str:
+    return cache_lib.fingerprint({"corpus": corpus_key, "tokenizer": config.data.tokenizer.to_dict(), "vocab_size": int(config.model.vocab_size)})
+
+
+def tokenizer_training_texts(corpus: cache_lib.CorpusCache, limit: int):
+    """About `limit` lines spread evenly over the corpus (SentencePiece input)."""
+    total_lines = int(corpus.doc_array("doc_lines").sum())
+    stride = max(1, total_lines // max(limit, 1))
+    index = 0
+    for text in corpus.iter_texts():
+        for line in text.split("\n"):
+            if index % stride == 0:
+                yield line
+            index += 1
+
+
+def _train_or_load_tokenizer(corpus: cache_lib.CorpusCache, key: str, config) -> pathlib.Path:
+    directory = corpus.root / f"tokenizer-{key}"
+    if (directory / "tokenizer.json").exists():
+        return directory
+    tok_config, vocab_size = config.data.tokenizer, int(config.model.vocab_size)
+    if tok_config.kind == "char":
+        tokenizer = char_tokenizer_from_counts(corpus.char_counts(), vocab_size, int(tok_config.min_char_count), bool(tok_config.byte_fallback))
+    else:
+        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, int(tok_config.training_sentences)), tok_config, vocab_size)
+    with cache_lib.atomic_dir(directory) as tmp:
+        tokenizer.save(tmp)
+    return directory
+
+
+def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) -> None:
+    """Copies the tokenizer to <workdir>/tokenizer unless the same one is already there."""
+    target = workdir / "tokenizer"
+    stamp = target / "fingerprint.txt"
+    if stamp.exists() and stamp.read_text() == key:
+        return
+    with cache_lib.atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        (tmp / "fingerprint.txt").write_text(key)
+
+
+def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
+    """Budget check, tokenizer training and tokenisation; each step skipped when cached."""
+    workdir = pathlib.Path(workdir)
+    data_config = config.data
+    line_filter = line_filter_from_config(data_config)
+    corpus = cache_lib.count_corpus(data_config, workdir / "data", line_filter)
+    report = budget.budget_report(corpus, int(data_config.word_budget), bool(data_config.allow_over_budget))
+    budget_path = workdir / "budget.json"
+    budget.enforce_budget(report, budget_path)
+    key = tokenizer_key(corpus.root.name, config)
+    tokenizer_dir = _train_or_load_tokenizer(corpus, key, config)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    if tokenizer.vocab_size > int(config.model.vocab_size):
+        raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={config.model.vocab_size}")
+    tokens = cache_lib.tokenize_corpus(corpus, tokenizer_dir, key, data_config)
+    _publish_tokenizer(tokenizer_dir, workdir, key)
+    return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)
+
+
+def split_documents(num_documents: int, eval_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """(train ids in corpus order, eval ids in corpus order); the eval draw uses a fixed seed."""
+    if not 0.0 <= eval_share < 1.0:
+        raise ValueError(f"data.eval_share must be in [0, 1), got {eval_share}")
+    num_eval = int(round(eval_share * num_documents))
+    if eval_share > 0 and num_documents > 1:
+        num_eval = max(num_eval, 1)
+    chosen = np.zeros(num_documents, bool)
+    chosen[np.random.default_rng(EVAL_SPLIT_SEED).permutation(num_documents)[:num_eval]] = True
+    return np.flatnonzero(~chosen), np.flatnonzero(chosen)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProcessRows:
+    """Picks this process's share of a global batch of row ids, then builds it."""
+
+    builder: packing.BatchBuilder
+    process_index: int
+    rows_per_process: int
+
+    def __call__(self, rows_B: np.ndarray) -> dict:
+        start = self.process_index * self.rows_per_process
+        return self.builder(rows_B[start : start + self.rows_per_process])
+
+
+def _split_stats(tokens: cache_lib.TokenCache, corpus: cache_lib.CorpusCache, doc_ids: np.ndarray) -> dict:
+    lengths = tokens.doc_offsets[doc_ids + 1] - tokens.doc_offsets[doc_ids]
+    return {
+        "documents": int(len(doc_ids)),
+        "characters": int(corpus.doc_array("doc_chars")[doc_ids].sum()),
+        "tokens": int(lengths.sum()),
+        "words": int(tokens.doc_words[doc_ids].sum()),
+    }
+
+
+def build_train_data(config, workdir: str | os.PathLike, *, process_index: int = 0, process_count: int = 1) -> TrainData:
+    """Prepares the corpus if needed and returns the tokenizer, train iterator and eval batches."""
+    batch_size, seq_len = int(config.train.batch_size), int(config.train.seq_len)
+    if batch_size % process_count:
+        raise ValueError(f"train.batch_size={batch_size} is not divisible by the {process_count} processes")
+    if not 0 <= process_index < process_count:
+        raise ValueError(f"process_index={process_index} not in [0, {process_count})")
+    prepared = prepare_corpus(config, workdir)
+    tokens = prepared.tokens
+    train_ids, eval_ids = split_documents(tokens.num_documents, float(config.data.eval_share))
+    packing_kind = config.data.get("packing", "concat")
+    whole_word = bool(config.data.get("whole_word_masking", False))
+    rows_per_process = batch_size // process_count
+
+    train_layout = packing.make_layout(tokens, train_ids, seq_len, packing_kind, keep_partial=False)
+    if train_layout.num_rows == 0:
+        raise ValueError(f"Training corpus too small: fewer than train.seq_len={seq_len} tokens")
+    builder = packing.BatchBuilder(tokens, train_layout, whole_word)
+    dataset = (
+        grain.MapDataset.range(train_layout.num_rows)
+        .shuffle(seed=int(config.train.seed))
+        .repeat(None)
+        .batch(batch_size)
+        .map(_ProcessRows(builder, process_index, rows_per_process))
+    )
+    train_iterator = iter(dataset.to_iter_dataset(grain.ReadOptions(num_threads=int(config.data.get("reader_threads", 2)), prefetch_buffer_size=8)))
+
+    eval_batches = []
+    if len(eval_ids):
+        eval_layout = packing.make_layout(tokens, eval_ids, seq_len, packing_kind, keep_partial=True)
+        eval_builder = _ProcessRows(packing.BatchBuilder(tokens, eval_layout, whole_word), process_index, rows_per_process)
+        for start in range(0, eval_layout.num_rows, batch_size):
+            rows = np.arange(start, start + batch_size)
+            eval_batches.append(eval_builder(np.where(rows < eval_layout.num_rows, rows, -1)))
+
+    stats = {
+        "train": _split_stats(tokens, prepared.corpus, train_ids),
+        "eval": _split_stats(tokens, prepared.corpus, eval_ids),
+        "train_rows": train_layout.num_rows,
+        "eval_batches": len(eval_batches),
+        "packing": packing_kind,
+        "tokenizer": {"kind": prepared.tokenizer.kind, "vocab_size": prepared.tokenizer.vocab_size},
+        "budget": {"words": prepared.budget_report["words"], "over_budget": prepared.budget_report["over_budget"]},
+        "budget_report": str(prepared.budget_path),
+        "token_cache": str(tokens.directory),
+    }
+    if process_index == 0:
+        cache_lib.atomic_write_json(pathlib.Path(workdir) / "data_stats.json", stats)
+    return TrainData(prepared.tokenizer, train_iterator, eval_batches, stats)

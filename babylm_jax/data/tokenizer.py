@@ -1,0 +1,302 @@
+"""Tokenizers behind one interface: SentencePiece (unigram/BPE) and character-level.
+
+Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
+`unk_id` is None when the tokenizer can never emit UNK (byte fallback on); id 1 stays
+reserved either way. `save(directory)` writes `tokenizer.json` (with "kind") plus the model
+file; `load_tokenizer(directory)` reads it back.
+"""
+from __future__ import annotations
+
+import collections
+import io
+import json
+import os
+import pathlib
+import tempfile
+from typing import Iterable, Sequence
+
+import numpy as np
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
+SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
+NUM_BYTES = 256
+KINDS = ("unigram", "bpe", "char")
+
+
+def _byte_piece(b: int) -> str:
+    return f"<0x{b:02X}>"
+
+
+def _offsets_from_advance(advance_T: np.ndarray, is_continuation_T: np.ndarray) -> np.ndarray:
+    """Character spans from per-token character advances; byte pieces of one character share its span."""
+    end_T = np.cumsum(advance_T)
+    start_T = end_T - advance_T
+    # Byte pieces: a lead byte opens a character (advance 1); continuation bytes advance 0
+    # and point back at the character just opened.
+    start_T = np.where(is_continuation_T, end_T - 1, start_T)
+    end_T = np.where(is_continuation_T | (advance_T == 1), start_T + 1, end_T)
+    return np.stack([start_T, end_T], axis=-1)
+
+
+class Tokenizer:
+    """Common interface; subclasses implement `encode`, `decode`, `id_to_piece`, `_save_model`."""
+
+    kind: str
+    vocab_size: int
+    byte_fallback: bool
+    pad_id = PAD_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+    mask_id = MASK_ID
+    cls_id = CLS_ID
+    sep_id = SEP_ID
+
+    @property
+    def unk_id(self) -> int | None:
+        return None if self.byte_fallback else UNK_ID
+
+    @property
+    def special_ids(self) -> tuple[int, ...]:
+        ids = (PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID)
+        return tuple(i for i in ids if i != UNK_ID or self.unk_id is not None)
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids and each token's character span [start, end) in `text`."""
+        ids = self.encode(text)
+        return ids, [tuple(span) for span in self.offsets_array(text, ids).tolist()]
+
+    def offsets_array(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """[T, 2] int64 character spans of `ids = encode(text)`; byte pieces share their character's span."""
+        ids_T = np.asarray(ids, dtype=np.int64)
+        return _offsets_from_advance(self._advance[ids_T], self._continuation[ids_T])
+
+    def decode(self, ids: Iterable[int]) -> str:
+        raise NotImplementedError
+
+    def id_to_piece(self, i: int) -> str:
+        raise NotImplementedError
+
+    def _save_model(self, directory: pathlib.Path) -> dict:
+        raise NotImplementedError
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Writes tokenizer.json and the model file atomically into `directory`."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size, "byte_fallback": self.byte_fallback}
+        meta.update(self._save_model(directory))
+        _atomic_write_bytes(directory / "tokenizer.json", json.dumps(meta, ensure_ascii=False, indent=1).encode())
+
+    def _build_offset_tables(self, pieces: Sequence[str]) -> None:
+        advance, continuation = np.zeros(len(pieces), np.int64), np.zeros(len(pieces), bool)
+        for i, piece in enumerate(pieces):
+            if i < len(SPECIAL_PIECES):
+                advance[i] = 1 if i == UNK_ID else 0
+            elif self.byte_fallback and _is_byte_piece(piece):
+                byte = int(piece[3:5], 16)
+                continuation[i] = (byte & 0xC0) == 0x80
+                advance[i] = 0 if continuation[i] else 1
+            else:
+                advance[i] = len(piece)
+        self._advance, self._continuation = advance, continuation
+
+
+def _is_byte_piece(piece: str) -> bool:
+    return len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">")
+
+
+def _atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """SentencePiece unigram or BPE, identity normalisation (offsets match the input text)."""
+
+    def __init__(self, model_proto: bytes, kind: str, byte_fallback: bool):
+        self.kind, self.byte_fallback = kind, byte_fallback
+        self._proto = model_proto
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.vocab_size = self._sp.get_piece_size()
+        pieces = [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self._build_offset_tables([p.replace("\u2581", " ") for p in pieces])
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.encode(text)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._sp.encode(list(texts))
+
+    def offsets_array(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        if self.byte_fallback or UNK_ID not in ids:
+            return super().offsets_array(text, ids)
+        return self._proto_offsets(text)
+
+    def _proto_offsets(self, text: str) -> np.ndarray:
+        """Slow exact path (UNK may cover several characters): byte offsets -> characters."""
+        proto = self._sp.encode(text, out_type="proto")
+        char_of_byte = np.zeros(len(text.encode("utf-8")) + 1, np.int64)
+        position = 0
+        for c, ch in enumerate(text):
+            n = len(ch.encode("utf-8"))
+            char_of_byte[position : position + n] = c
+            position += n
+        char_of_byte[position] = len(text)
+        spans = [(p.begin, p.end) for p in proto.pieces]
+        return char_of_byte[np.asarray(spans, dtype=np.int64).reshape(-1, 2)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._sp.decode([int(i) for i in ids])
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.id_to_piece(int(i))
+
+    def _save_model(self, directory: pathlib.Path) -> dict:
+        _atomic_write_bytes(directory / "spm.model", self._proto)
+        return {"model_file": "spm.model"}
+
+
+class CharTokenizer(Tokenizer):
+    """One id per character seen often enough; others become UNK or UTF-8 byte pieces."""
+
+    kind = "char"
+
+    def __init__(self, characters: Sequence[str], byte_fallback: bool):
+        self.byte_fallback = byte_fallback
+        self.characters = list(characters)
+        pieces = list(SPECIAL_PIECES)
+        if byte_fallback:
+            pieces += [_byte_piece(b) for b in range(NUM_BYTES)]
+        self._first_char_id = len(pieces)
+        pieces += self.characters
+        self._pieces = pieces
+        self._char_to_id = {c: i + self._first_char_id for i, c in enumerate(self.characters)}
+        self.vocab_size = len(pieces)
+        self._build_offset_tables(pieces)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        lookup = self._char_to_id
+        for ch in text:
+            i = lookup.get(ch)
+            if i is not None:
+                ids.append(i)
+            elif self.byte_fallback:
+                ids.extend(len(SPECIAL_PIECES) + b for b in ch.encode("utf-8"))
+            else:
+                ids.append(UNK_ID)
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        out: list[str] = []
+        pending = bytearray()
+        first_byte, end_byte = len(SPECIAL_PIECES), len(SPECIAL_PIECES) + NUM_BYTES
+        for i in ids:
+            i = int(i)
+            if self.byte_fallback and first_byte <= i < end_byte:
+                pending.append(i - first_byte)
+                continue
+            if pending:
+                out.append(pending.decode("utf-8", errors="replace"))
+                pending.clear()
+            if i >= self._first_char_id:
+                out.append(self._pieces[i])
+            elif i == UNK_ID:
+                out.append(" \u2047 ")
+        if pending:
+            out.append(pending.decode("utf-8", errors="replace"))
+        return "".join(out)
+
+    def id_to_piece(self, i: int) -> str:
+        return self._pieces[int(i)]
+
+    def _save_model(self, directory: pathlib.Path) -> dict:
+        _atomic_write_bytes(directory / "chars.json", json.dumps(self.characters, ensure_ascii=False).encode())
+        return {"model_file": "chars.json"}
+
+
+def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
+    """Reads what `Tokenizer.save` wrote."""
+    directory = pathlib.Path(directory)
+    meta_path = directory / "tokenizer.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"No tokenizer at {meta_path}")
+    meta = json.loads(meta_path.read_text())
+    model_path = directory / meta["model_file"]
+    if meta["kind"] == "char":
+        return CharTokenizer(json.loads(model_path.read_text()), meta["byte_fallback"])
+    if meta["kind"] in ("unigram", "bpe"):
+        return SentencePieceTokenizer(model_path.read_bytes(), meta["kind"], meta["byte_fallback"])
+    raise ValueError(f"{meta_path}: unknown tokenizer kind {meta['kind']!r}")
+
+
+def train_tokenizer(texts: Iterable[str], config, vocab_size: int) -> Tokenizer:
+    """Trains `config.kind` ("unigram", "bpe", "char") on `texts` (sentences or documents)."""
+    kind = config.kind
+    if kind not in KINDS:
+        raise ValueError(f"data.tokenizer.kind must be one of {KINDS}, got {kind!r}")
+    if kind == "char":
+        return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback))
+    return _train_sentencepiece(texts, config, vocab_size)
+
+
+def _train_char(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool) -> CharTokenizer:
+    counts: collections.Counter = collections.Counter()
+    for text in texts:
+        counts.update(text)
+    return char_tokenizer_from_counts(counts, vocab_size, min_count, byte_fallback)
+
+
+def char_tokenizer_from_counts(
+    counts: dict[str, int], vocab_size: int, min_count: int, byte_fallback: bool
+) -> CharTokenizer:
+    """The most frequent characters seen >= `min_count` times, as many as `vocab_size` allows."""
+    reserved = len(SPECIAL_PIECES) + (NUM_BYTES if byte_fallback else 0)
+    if vocab_size <= reserved:
+        raise ValueError(f"model.vocab_size={vocab_size} leaves no room for characters ({reserved} reserved ids)")
+    kept = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
+    if not kept:
+        raise ValueError("Character tokenizer: no character occurs data.tokenizer.min_char_count times")
+    return CharTokenizer(kept[: vocab_size - reserved], byte_fallback)
+
+
+def _train_sentencepiece(texts: Iterable[str], config, vocab_size: int) -> SentencePieceTokenizer:
+    model = io.BytesIO()
+    sentences = (t for t in texts if t.strip())
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences,
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=config.kind,
+            character_coverage=float(config.character_coverage),
+            byte_fallback=bool(config.byte_fallback),
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            control_symbols=list(SPECIAL_PIECES[MASK_ID:]),
+            normalization_rule_name="identity",
+            add_dummy_prefix=False,
+            remove_extra_whitespaces=False,
+            split_digits=True,
+            max_sentence_length=1 << 16,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+        )
+    except RuntimeError as e:
+        raise ValueError(
+            f"SentencePiece training failed for data.tokenizer.kind={config.kind!r}, "
+            f"model.vocab_size={vocab_size}: {e}. Lower data.tokenizer.character_coverage or raise "
+            "model.vocab_size."
+        ) from e
+    return SentencePieceTokenizer(model.getvalue(), config.kind, bool(config.byte_fallback))
