@@ -333,19 +333,28 @@ def reference_scores(
     model: Transformer, params: Any, sentences: Sequence[Sequence[int]], variant: str, mask_id: int,
     word_ids: Sequence[Sequence[int]] | None = None,
 ) -> list[float]:
-    """The slow, obvious definition: one sentence (or masked copy) at a time, full logits, Python sum."""
-    forward = jax.jit(lambda p, t: jax.nn.log_softmax(model.apply(p, t[None])[0].astype(jnp.float32), axis=-1))
+    """The slow, obvious definition: one sentence (or masked copy) at a time, full logits, Python sum.
+
+    Each input is alone in its row, padded at the end to a power of two (segment id 0), so
+    that a few lengths compile.
+    """
+    forward = jax.jit(lambda p, t, s: jax.nn.log_softmax(model.apply(p, t[None], s[None])[0], axis=-1))
+
+    def log_probs(tokens: Sequence[int]) -> np.ndarray:
+        padded = np.zeros(max(16, _next_pow2(len(tokens))), np.int32)
+        padded[: len(tokens)] = tokens
+        return np.asarray(forward(params, padded, (np.arange(len(padded)) < len(tokens)).astype(np.int32)))
+
     scores = []
     for s, tokens in enumerate(sentences):
         total = 0.0
         if variant == "causal":
-            logp = np.asarray(forward(params, jnp.asarray(tokens, jnp.int32)))
+            logp = log_probs(tokens)
             for t in range(1, len(tokens)):
                 total += float(logp[t - 1, tokens[t]])
         else:
             for i in range(1, len(tokens) - 1):
-                copy = masked_copy(tokens, i, mask_id, None if word_ids is None else word_ids[s])
-                logp = np.asarray(forward(params, jnp.asarray(copy, jnp.int32)))
+                logp = log_probs(masked_copy(tokens, i, mask_id, None if word_ids is None else word_ids[s]))
                 total += float(logp[i - 1 if variant == "mntp" else i, tokens[i]])
         scores.append(total)
     return scores

@@ -1,0 +1,188 @@
+"""Zero-shot minimal pairs: readers for the task formats, accuracy per UID, and the task runner.
+
+An item is correct when score(good) >= score(bad) (official: ties count as correct);
+the strict number counts ties as wrong. Hanzi tasks only: when the tokenizer has an UNK id
+and either sentence contains it, the item is wrong in both numbers. The task score is the
+mean over UIDs of the per-UID accuracy (macro average).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from babylm_jax.eval import scoring
+from babylm_jax.eval.results import TaskResult, phenomenon_figure
+
+# format -> (good field, bad field, UID field or None, phenomenon field or None)
+FORMATS: dict[str, tuple[str, str, str | None, str | None]] = {
+    "zhoblimp": ("sentence_good", "sentence_bad", "UID", "phenomenon"),
+    "xcomps": ("acceptable_sent", "unacceptable_sent", None, None),
+    "hanzi_structure": ("sentence_good", "sentence_bad", "task", "meta_structure"),
+    "hanzi_pinyin": ("sentence_good", "sentence_bad", "condition", None),
+}
+_XCOMPS_UID_FIELDS = ("UID", "uid")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    good: str
+    bad: str
+    uid: str
+    phenomenon: str
+
+
+def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | None = None) -> list[Pair]:
+    """Pairs from JSONL `files` in order (the first `limit` when given).
+
+    Blank lines are skipped; a line that is not a JSON object or lacks a field raises
+    ValueError naming the file and line. xcomps files without a UID field are one UID each
+    (the file stem).
+    """
+    if format_name not in FORMATS:
+        raise ValueError(f"unknown minimal-pair format {format_name!r}; known: {sorted(FORMATS)}")
+    good_key, bad_key, uid_key, phenomenon_key = FORMATS[format_name]
+    pairs: list[Pair] = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for line_number, line in enumerate(f, start=1):
+                if limit is not None and len(pairs) >= limit:
+                    return pairs
+                if not line.strip():
+                    continue
+                where = f"{path}:{line_number}"
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+                key = uid_key or next((k for k in _XCOMPS_UID_FIELDS if k in row), None)
+                for needed in (good_key, bad_key, key, phenomenon_key):
+                    if needed is not None and needed not in row:
+                        raise ValueError(f"{where}: missing field {needed!r}")
+                for needed in (good_key, bad_key):
+                    if not isinstance(row[needed], str):
+                        raise ValueError(f"{where}: field {needed!r} must be a string")
+                uid = str(row[key]) if key else path.stem
+                phenomenon = str(row[phenomenon_key]) if phenomenon_key else uid
+                pairs.append(Pair(row[good_key], row[bad_key], uid, phenomenon))
+    return pairs
+
+
+def pair_accuracy(
+    good_scores: np.ndarray,
+    bad_scores: np.ndarray,
+    uids: Sequence[str],
+    phenomena: Sequence[str],
+    forced_wrong: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Accuracy (ties correct) and strict accuracy (ties wrong), each macro-averaged over UIDs.
+
+    `forced_wrong` marks items scored wrong whatever their scores (the hanzi UNK rule).
+    Per-phenomenon numbers are the mean of their UIDs' accuracies.
+    """
+    good, bad = np.asarray(good_scores, np.float64), np.asarray(bad_scores, np.float64)
+    wrong = np.zeros(len(good), bool) if forced_wrong is None else np.asarray(forced_wrong, bool)
+    correct = (good >= bad) & ~wrong
+    correct_strict = (good > bad) & ~wrong
+    uid_array = np.asarray(uids)
+    per_uid, per_uid_strict, uid_phenomenon = {}, {}, {}
+    for uid in dict.fromkeys(uids):
+        rows = uid_array == uid
+        per_uid[uid] = float(correct[rows].mean())
+        per_uid_strict[uid] = float(correct_strict[rows].mean())
+        uid_phenomenon[uid] = phenomena[int(np.argmax(rows))]
+    per_phenomenon: dict[str, list[float]] = {}
+    for uid, phenomenon in uid_phenomenon.items():
+        per_phenomenon.setdefault(phenomenon, []).append(per_uid[uid])
+    return {
+        "accuracy": float(np.mean(list(per_uid.values()))),
+        "accuracy_strict": float(np.mean(list(per_uid_strict.values()))),
+        "num_items": int(len(good)),
+        "num_uids": len(per_uid),
+        "num_ties": int((good == bad).sum()),
+        "num_forced_wrong": int(wrong.sum()),
+        "per_uid": per_uid,
+        "per_uid_strict": per_uid_strict,
+        "per_phenomenon": {p: float(np.mean(a)) for p, a in per_phenomenon.items()},
+    }
+
+
+def word_ids_for(tokenizer: Any, text: str, num_tokens: int) -> list[int]:
+    """The jieba word index of each token of `text` (by the token's first character)."""
+    from babylm_jax.data.words import jieba_words
+
+    ids, spans = tokenizer.encode_with_offsets(text)
+    if len(ids) != num_tokens:
+        raise ValueError(f"tokenizer offsets disagree with encode() for {text!r}")
+    word_end = np.cumsum([len(w) for w in jieba_words(text)])
+    return [int(np.searchsorted(word_end, start, side="right")) for start, _ in spans]
+
+
+def score_pairs(
+    scorer: scoring.SentenceScorer,
+    tokenizer: Any,
+    pairs: Sequence[Pair],
+    within_word_l2r: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(good scores, bad scores, contains-UNK per item) for `pairs`; one kernel call for all."""
+    texts = [p.good for p in pairs] + [p.bad for p in pairs]
+    ids = [tokenizer.encode(t) for t in texts]
+    inputs = [scoring.build_inputs(x, scorer.variant, tokenizer.bos_id, tokenizer.cls_id, tokenizer.sep_id)
+              for x in ids]
+    word_ids = None
+    if within_word_l2r and scorer.variant != "causal":
+        word_ids = [word_ids_for(tokenizer, t, len(x)) for t, x in zip(texts, ids)]
+    scores = scorer.score(inputs, word_ids)
+    unk = tokenizer.unk_id
+    has_unk = np.asarray([unk is not None and unk in x for x in ids], bool)
+    n = len(pairs)
+    return scores[:n], scores[n:], has_unk[:n] | has_unk[n:]
+
+
+def _scorer_for(loaded: Any, options: Any) -> scoring.SentenceScorer:
+    """One scorer per loaded model (kept on it), so tasks share compiled kernels."""
+    key = (options.batch_size, options.row_len)
+    cache = getattr(loaded, "_minimal_pair_scorers", None)
+    if cache is None:
+        cache = {}
+        setattr(loaded, "_minimal_pair_scorers", cache)
+    if key not in cache:
+        cache[key] = scoring.SentenceScorer(
+            loaded.model, loaded.params, scoring.FAMILY_VARIANT[loaded.model.config.family],
+            loaded.tokenizer.mask_id, batch_size=options.batch_size, row_len=options.row_len,
+        )
+    return cache[key]
+
+
+def evaluate_pairs(
+    scorer: scoring.SentenceScorer,
+    tokenizer: Any,
+    pairs: Sequence[Pair],
+    unk_is_wrong: bool,
+    within_word_l2r: bool = False,
+) -> dict[str, Any]:
+    """Scores `pairs` and returns the accuracy dict of `pair_accuracy` plus the scoring variant."""
+    good, bad, has_unk = score_pairs(scorer, tokenizer, pairs, within_word_l2r)
+    stats = pair_accuracy(good, bad, [p.uid for p in pairs], [p.phenomenon for p in pairs],
+                          has_unk if unk_is_wrong else None)
+    variant = scorer.variant + ("_within_word_l2r" if within_word_l2r and scorer.variant != "causal" else "")
+    return {**stats, "scoring": variant, "unk_rule": bool(unk_is_wrong)}
+
+
+def run_task(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
+    """Registry runner for every minimal-pair task (`spec.settings`: format, unk_is_wrong)."""
+    settings: Mapping[str, Any] = spec.settings
+    files = spec.find_files(data_dir)
+    pairs = read_pairs(files, settings["format"], options.limit)
+    if not pairs:
+        raise ValueError(f"task {spec.name}: no pairs in {', '.join(str(f) for f in files)}")
+    stats = evaluate_pairs(_scorer_for(loaded, options), loaded.tokenizer, pairs,
+                           bool(settings.get("unk_is_wrong", False)), options.within_word_l2r)
+    figure = phenomenon_figure(f"{spec.name}: accuracy per phenomenon", stats["per_phenomenon"])
+    return TaskResult({"accuracy": stats["accuracy"]}, stats, {"per_phenomenon": figure})
+

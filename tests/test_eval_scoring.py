@@ -1,0 +1,88 @@
+"""Scoring kernels against the slow, obvious reference (one sentence/masked copy at a time)."""
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+
+from babylm_jax.eval import scoring
+from babylm_jax.model.transformer import ModelConfig, Transformer
+
+MASK, BOS, CLS, SEP = 4, 2, 5, 6
+
+
+def _model(family: str) -> tuple[Transformer, dict]:
+    """A random model; params drawn with numpy from the abstract init (no init compile)."""
+    config = ModelConfig(family=family, vocab_size=40, d_model=32, num_layers=1, num_heads=2, d_ff=64, max_len=64)
+    model = Transformer(config)
+    shapes = jax.eval_shape(model.init, jax.random.key(1), np.zeros((1, 8), np.int32))
+    rng = np.random.default_rng(1)
+    params = jax.tree.map(lambda x: (0.3 * rng.standard_normal(x.shape)).astype(np.float32), nn.meta.unbox(shapes))
+    return model, params
+
+
+def _sentences(variant: str, lengths, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [scoring.build_inputs(rng.integers(7, 40, size=n).tolist(), variant, BOS, CLS, SEP) for n in lengths]
+
+
+# Rows of 16 tokens: several short sentences per row, an empty one; causal adds one longer than a row.
+LENGTHS = [3, 5, 0, 3, 7, 5, 1, 3]
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+def test_kernel_equals_reference(family):
+    model, params = _model(family)
+    variant = scoring.FAMILY_VARIANT[family]
+    lengths = LENGTHS + [20] if family == "causal" else LENGTHS
+    sentences = _sentences(variant, lengths)
+    scorer = scoring.SentenceScorer(model, params, variant, MASK, batch_size=8, row_len=16)
+    fast = scorer.score(sentences)
+    slow = scoring.reference_scores(model, params, sentences, variant, MASK)
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-4)
+    assert fast[2] == 0.0 and all(s < 0 for i, s in enumerate(fast) if lengths[i] > 0)
+    compiles = scorer.num_compiles
+    assert compiles <= 2  # causal: the row shape and one long-row bucket
+    # Other sentences falling in the same buckets compile nothing new.
+    scorer.score(_sentences(variant, [4, 2, 6, 3, 5] * 4 + ([18] if family == "causal" else []), seed=1))
+    assert scorer.num_compiles == compiles
+    if family == "mlm":
+        _check_within_word_l2r(model, params, scorer)
+
+
+def _check_within_word_l2r(model, params, scorer):
+    sentences = _sentences("pll", [4, 6, 3])
+    word_ids = [[0, 0, 1, 1], [0, 1, 1, 1, 2, 3], [0, 1, 2]]
+    fast = scorer.score(sentences, word_ids)
+    slow = scoring.reference_scores(model, params, sentences, "pll", MASK, word_ids)
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-4)
+    # One-token words: identical to plain PLL; multi-token words: different.
+    plain = scorer.score(sentences)
+    assert abs(fast[2] - plain[2]) < 1e-5 and abs(fast[0] - plain[0]) > 1e-4
+
+
+def test_masked_copy_masks_later_tokens_of_the_same_word():
+    tokens = [CLS, 10, 11, 12, 13, SEP]
+    assert scoring.masked_copy(tokens, 2, MASK, None) == [CLS, 10, MASK, 12, 13, SEP]
+    # words: (10 11 12) (13): masking 11 also masks 12, never the earlier 10.
+    assert scoring.masked_copy(tokens, 2, MASK, [0, 0, 0, 1]) == [CLS, 10, MASK, MASK, 13, SEP]
+
+
+@pytest.mark.parametrize("variant", ["causal", "pll"])
+def test_packing_places_every_unit_once(variant):
+    sentences = _sentences(variant, [3, 5, 0, 3, 7, 5, 1, 3, 20])
+    groups = scoring.make_units(sentences, variant, MASK)
+    rows = scoring.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant == "causal")
+    unit_tokens = sum(len(g.arrays()[0]) * m for m, g in groups.items())
+    assert sum(r.real_tokens for r in rows) == unit_tokens
+    reads = np.concatenate([r.read_sentence.ravel() for r in rows])
+    expected = [len(s) - 1 if variant == "causal" else len(s) - 2 for s in sentences]
+    counts = np.bincount(reads, minlength=len(sentences) + 1)[: len(sentences)]
+    np.testing.assert_array_equal(counts, np.maximum(expected, 0))
+    assert len({r.tokens.shape[1] for r in rows}) <= 2  # the row length plus one long bucket
+
+
+def test_too_long_sentence_is_a_clear_error():
+    model, params = _model("causal")
+    scorer = scoring.SentenceScorer(model, params, "causal", MASK, batch_size=8, row_len=16)
+    with pytest.raises(ValueError, match="max_len=64"):
+        scorer.score([[BOS] + [9] * 80])
