@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.model.transformer import FAMILIES, ModelConfig
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5, "sep": 6}
 NORM_EPS = 1e-6  # babylm_jax.model.layers norms
@@ -45,6 +45,8 @@ def _auto_map(family: str) -> dict[str, str]:
 
 def hf_config(config: ModelConfig, output_layer: int, provenance: dict[str, Any]) -> dict[str, Any]:
     """The config.json dict; `provenance` (step, words seen, ...) is recorded under "babylm_jax"."""
+    if config.family not in FAMILIES:
+        raise ValueError(f"model family {config.family!r} cannot be exported (known: {', '.join(FAMILIES)})")
     common = {
         "vocab_size": config.vocab_size,
         "hidden_size": config.d_model,

@@ -1,0 +1,161 @@
+"""Our tokenizer -> a Hugging Face fast tokenizer (tokenizer.json + config files) with the same ids.
+
+- SentencePiece unigram: a `tokenizers` Unigram over the model's pieces and scores.
+- SentencePiece BPE: a `tokenizers` BPE whose merges are every split of a piece into two
+  pieces, ranked by the merged piece's score (SentencePiece merges the best-scoring pair).
+- char: a BPE with no merges, so every character is looked up alone; characters outside
+  the vocabulary become UTF-8 byte pieces (byte fallback) or one UNK each.
+Both SentencePiece kinds use identity normalisation with spaces escaped as U+2581 and no
+dummy prefix, as our training sets them; a unigram with byte fallback also splits off the
+characters no piece contains, so their byte pieces get per-character offsets as ours do.
+Special pieces written in the text ("[MASK]", "<s>") are read as special tokens, as
+transformers' fill-mask expects (our tokenizer reads them as plain text). Templates add special tokens as our
+scoring does: causal `<s> A` (pairs `<s> A [SEP] B </s>`), mlm/hybrid `[CLS] A [SEP]`
+(pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
+character's span.
+
+Needs the `tokenizers` package (the "export" extra).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import tempfile
+from typing import Any
+
+import sentencepiece as spm
+
+from babylm_jax.hf.hf_config import SPECIAL_IDS
+
+SPACE = "\u2581"
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id); pieces as babylm_jax.data.tokenizer names them
+    "pad_token": ("<pad>", SPECIAL_IDS["pad"]),
+    "unk_token": ("<unk>", SPECIAL_IDS["unk"]),
+    "bos_token": ("<s>", SPECIAL_IDS["bos"]),
+    "eos_token": ("</s>", SPECIAL_IDS["eos"]),
+    "mask_token": ("[MASK]", SPECIAL_IDS["mask"]),
+    "cls_token": ("[CLS]", SPECIAL_IDS["cls"]),
+    "sep_token": ("[SEP]", SPECIAL_IDS["sep"]),
+}
+
+
+def _import_tokenizers() -> Any:
+    try:
+        import tokenizers
+    except ImportError as error:
+        raise ImportError(
+            "Writing the fast tokenizer needs the `tokenizers` package: pip install -e '.[export]'"
+        ) from error
+    return tokenizers
+
+
+def _saved_model(tokenizer: Any) -> tuple[dict, bytes]:
+    """Our tokenizer's saved metadata and model file, through its public `save`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save(tmp)
+        meta = json.loads((pathlib.Path(tmp) / "tokenizer.json").read_text())
+        return meta, (pathlib.Path(tmp) / meta["model_file"]).read_bytes()
+
+
+def _sentencepiece_model(tokenizers: Any, proto: bytes, kind: str, byte_fallback: bool) -> Any:
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    if kind == "unigram":
+        vocab = [(piece, sp.get_score(i)) for i, piece in enumerate(pieces)]
+        return tokenizers.models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=byte_fallback)
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    mergeable = {p: i for i, p in enumerate(pieces) if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))}
+    merges = []
+    for piece, i in mergeable.items():
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in mergeable and right in mergeable:
+                merges.append((-sp.get_score(i), i, mergeable[left], mergeable[right], left, right))
+    merges.sort()
+    return tokenizers.models.BPE(
+        vocab, [(m[4], m[5]) for m in merges], unk_token=pieces[sp.unk_id()],
+        byte_fallback=byte_fallback, fuse_unk=True,
+    )
+
+
+def _isolate_unknown_characters(tokenizers: Any, proto: bytes) -> Any:
+    """A pre-tokenizer that splits off every character no piece contains.
+
+    Exact for ids (no piece spans such a character, so Viterbi is unchanged), and it gives
+    each character's byte pieces that character's span, where `tokenizers` would give a run
+    of unknown characters the span of the whole run.
+    """
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    known = set()
+    for i in range(sp.get_piece_size()):
+        if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i)):
+            known.update(sp.id_to_piece(i))
+    pattern = "[^" + "".join(f"\\x{{{ord(c):X}}}" for c in sorted(known)) + "]"
+    return tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated")
+
+
+def _char_model(tokenizers: Any, tokenizer: Any) -> Any:
+    vocab = {tokenizer.id_to_piece(i): i for i in range(tokenizer.vocab_size)}
+    return tokenizers.models.BPE(
+        vocab, [], unk_token=SPECIAL_TOKENS["unk_token"][0], byte_fallback=tokenizer.byte_fallback, fuse_unk=False
+    )
+
+
+def _templates(family: str) -> tuple[str, str]:
+    if family == "causal":
+        return "<s> $A", "<s> $A [SEP] $B </s>"
+    return "[CLS] $A [SEP]", "[CLS] $A [SEP] $B [SEP]"
+
+
+def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
+    """A `tokenizers.Tokenizer` giving the same ids (and character offsets) as `tokenizer`."""
+    tokenizers = _import_tokenizers()
+    meta, model_file = _saved_model(tokenizer)
+    for attribute, (piece, i) in SPECIAL_TOKENS.items():
+        if tokenizer.id_to_piece(i) != piece:
+            raise ValueError(f"tokenizer id {i} is {tokenizer.id_to_piece(i)!r}, expected {piece!r} ({attribute})")
+    if meta["kind"] == "char":
+        fast = tokenizers.Tokenizer(_char_model(tokenizers, tokenizer))
+    elif meta["kind"] in ("unigram", "bpe"):
+        fast = tokenizers.Tokenizer(_sentencepiece_model(tokenizers, model_file, meta["kind"], meta["byte_fallback"]))
+        fast.normalizer = tokenizers.normalizers.Replace(" ", SPACE)
+        if meta["kind"] == "unigram" and meta["byte_fallback"]:
+            fast.pre_tokenizer = _isolate_unknown_characters(tokenizers, model_file)
+    else:
+        raise ValueError(f"tokenizer kind {meta['kind']!r} cannot be exported (known: unigram, bpe, char)")
+    decoders = tokenizers.decoders
+    steps = [decoders.ByteFallback(), decoders.Fuse()]
+    fast.decoder = decoders.Sequence(([decoders.Replace(SPACE, " ")] if meta["kind"] != "char" else []) + steps)
+    single, pair = _templates(family)
+    fast.post_processor = tokenizers.processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=[(piece, i) for piece, i in SPECIAL_TOKENS.values()]
+    )
+    fast.add_special_tokens([
+        tokenizers.AddedToken(piece, special=True, normalized=False) for piece, _ in SPECIAL_TOKENS.values()
+    ])
+    return fast
+
+
+def tokenizer_files(tokenizer: Any, family: str, max_len: int) -> dict[str, str]:
+    """File name -> text of tokenizer.json, tokenizer_config.json and special_tokens_map.json."""
+    fast = build_fast_tokenizer(tokenizer, family)
+    special = {attribute: piece for attribute, (piece, _) in SPECIAL_TOKENS.items()}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **special,
+        "model_max_length": max_len,
+        "padding_side": "right",
+        "truncation_side": "right",
+        "model_input_names": ["input_ids", "attention_mask"],
+        "clean_up_tokenization_spaces": False,
+        "added_tokens_decoder": {
+            str(i): {"content": piece, "special": True, "normalized": False, "lstrip": False, "rstrip": False,
+                     "single_word": False}
+            for piece, i in SPECIAL_TOKENS.values()
+        },
+    }
+    return {
+        "tokenizer.json": fast.to_str(pretty=True),
+        "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
+        "special_tokens_map.json": json.dumps(special, ensure_ascii=False, indent=2),
+    }

@@ -1,0 +1,93 @@
+"""Writes a complete Hugging Face export directory, atomically.
+
+Everything goes into a temporary directory beside the output, which is renamed into place
+only when complete; an existing non-empty output is refused unless `overwrite`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any, Mapping
+
+from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
+from babylm_jax.model.transformer import ModelConfig
+
+CODE_DIR = pathlib.Path(__file__).parent
+
+
+def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> pathlib.Path:
+    """The output path; refuses a file, or a non-empty directory without `overwrite`."""
+    output = pathlib.Path(output_dir).absolute()
+    if output.exists() and not output.is_dir():
+        raise FileExistsError(f"--output {output} exists and is not a directory")
+    if output.is_dir() and any(output.iterdir()) and not overwrite:
+        raise FileExistsError(f"--output {output} exists and is not empty; pass --overwrite to replace it")
+    return output
+
+
+def tokenizer_summary(tokenizer: Any) -> str:
+    kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
+    return (
+        f"{kind} tokenizer, vocabulary {tokenizer.vocab_size}, byte fallback "
+        f"{'on' if getattr(tokenizer, 'byte_fallback', False) else 'off'}; special ids pad=0 unk=1 bos=2 "
+        "eos=3 mask=4 cls=5 sep=6. Causal inputs are `<s> text`; mlm/hybrid `[CLS] text [SEP]` "
+        "(pairs `[CLS] a [SEP] b [SEP]`)."
+    )
+
+
+def write_export(
+    output_dir: str | os.PathLike,
+    config: ModelConfig,
+    params: Mapping[str, Any],
+    tokenizer: Any,
+    *,
+    provenance: Mapping[str, Any],
+    run_config: Mapping[str, Any] | None = None,
+    results: Mapping[str, Any] | None = None,
+    layer: int | None = None,
+    overwrite: bool = False,
+) -> pathlib.Path:
+    """Writes config.json, model.safetensors, the fast tokenizer, remote code if needed and README.md.
+
+    `params` are unboxed float params of `Transformer(config)`; `layer` picks the hidden
+    state AutoModel returns as `last_hidden_state` (default: the final normed output).
+    """
+    output = check_output_dir(output_dir, overwrite)
+    output_layer = hf_config.resolve_output_layer(config, layer)
+    config_json = hf_config.hf_config(config, output_layer, dict(provenance))
+    tensors = weights.hf_state_dict(params, config)
+    tokenizer_texts = fast_tokenizer.tokenizer_files(tokenizer, config.family, config.max_len)
+    card = model_card.model_card(
+        run_config or {}, config_json, tokenizer_summary(tokenizer), provenance, results
+    )
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    try:
+        (staging / "config.json").write_text(json.dumps(config_json, indent=2, ensure_ascii=False) + "\n")
+        weights.save_safetensors(tensors, staging / "model.safetensors")
+        for name, text in tokenizer_texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        if config_json["model_type"] != "llama":
+            for name in hf_config.REMOTE_CODE_FILES:
+                shutil.copyfile(CODE_DIR / name, staging / name)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        _replace_dir(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output
+
+
+def _replace_dir(staging: pathlib.Path, output: pathlib.Path) -> None:
+    """Renames `staging` to `output`; an existing `output` is moved aside first, then removed."""
+    if not output.exists():
+        os.replace(staging, output)
+        return
+    old = pathlib.Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
+    os.replace(output, old / output.name)
+    os.replace(staging, output)
+    shutil.rmtree(old, ignore_errors=True)
