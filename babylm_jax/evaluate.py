@@ -70,6 +70,7 @@ def run_metadata(loaded: Any, options: tasks_lib.EvalOptions, **more: Any) -> di
         "checkpoint_step": int(loaded.step),
         "tokens_seen": int(loaded.tokens_seen),
         "words_seen": float(loaded.words_seen),
+        "ema_params": bool(loaded.used_ema),
         "model_family": family,
         "tokenizer": f"{type(tokenizer).__name__} (vocab {tokenizer.vocab_size})",
         "scoring": scoring,
@@ -102,8 +103,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    if not (workdir / "tokenizer").is_dir():
-        raise FileNotFoundError(f"--workdir {workdir}: no tokenizer directory {workdir / 'tokenizer'}")
     from babylm_jax.training.checkpoint import load_for_eval  # the heavy import, after the cheap checks
 
     use_ema = {"auto": None, "yes": True, "no": False}[args.use_ema]

@@ -1,0 +1,92 @@
+"""Task registry selection, the results files, and the evaluate CLI end to end."""
+import json
+import pathlib
+
+import pytest
+
+from babylm_jax import evaluate
+from babylm_jax.eval import results, tasks
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+
+
+def test_select_tasks_all_skips_absent_tasks_with_reasons():
+    specs, skipped = tasks.select_tasks("all", FIXTURES)
+    assert [s.name for s in specs] == ["zhoblimp", "xcomps_zh", "hanzi_structure", "hanzi_pinyin"]
+    assert "hanzi_pinyin_hidden" in skipped and "does not exist" in skipped["hanzi_pinyin_hidden"]
+    assert set(skipped) | {s.name for s in specs} == set(tasks.TASKS)
+
+
+def test_unknown_or_missing_task_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"unknown task 'zhoblimpp'; known tasks: zhoblimp, xcomps_zh"):
+        tasks.select_tasks("zhoblimp,zhoblimpp", FIXTURES)
+    with pytest.raises(FileNotFoundError, match="hanzi_pinyin_hidden"):
+        tasks.select_tasks("hanzi_pinyin_hidden", FIXTURES)
+    with pytest.raises(SystemExit):
+        evaluate.parse_args(["--workdir", "w", "--data_dir", "d", "--limit", "0"])
+
+
+def _result(accuracy: float, figure_writer=None) -> results.TaskResult:
+    figures = {"per_phenomenon": results.phenomenon_figure("t", {"BA": accuracy, "classifier": 0.5})}
+    if figure_writer:
+        figures["broken"] = figure_writer
+    return results.TaskResult({"accuracy": accuracy}, {"accuracy_strict": accuracy - 0.1, "num_items": 600,
+                                                       "per_phenomenon": {"BA": accuracy}}, figures)
+
+
+def test_write_results_official_shape_details_report_png(tmp_path):
+    output = tmp_path / "eval" / "results.json"
+    written = results.write_results(output, {"zhoblimp": _result(0.75)}, {"checkpoint_step": 3},
+                                    {"hanzi_pinyin": "missing"})
+    assert json.loads(output.read_text()) == {"zhoblimp": {"accuracy": 0.75}}
+    details = json.loads((tmp_path / "eval" / "results_details.json").read_text())
+    assert details["tasks"]["zhoblimp"]["accuracy_strict"] == pytest.approx(0.65)
+    assert details["metadata"] == {"checkpoint_step": 3} and details["skipped"] == {"hanzi_pinyin": "missing"}
+    report = (tmp_path / "eval" / "report.md").read_text()
+    assert "| zhoblimp | accuracy | 0.7500 | 0.6500 | 600 |" in report and "hanzi_pinyin: missing" in report
+    assert written["zhoblimp_per_phenomenon"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == [
+        "report.md", "results.json", "results_details.json", "zhoblimp_per_phenomenon.png"]
+
+
+def test_a_failing_figure_leaves_no_results_file(tmp_path):
+    def broken(path):
+        path.write_bytes(b"partial")
+        raise RuntimeError("plot failed")
+
+    with pytest.raises(RuntimeError):
+        results.write_results(tmp_path / "results.json", {"zhoblimp": _result(0.5, broken)}, {})
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "results.json" not in names and not any("broken" in n for n in names)
+
+
+def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
+    import configs.base
+    from babylm_jax.training import trainer
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "text.txt").write_text("今天天气很好，我们去公园散步。\n\n孩子们在河边唱歌跳舞。\n\n" * 20, encoding="utf-8")
+    config = configs.base.get_config()
+    config.data.corpus = str(corpus)
+    config.data.tokenizer.kind = "char"
+    config.data.eval_share = 0.0
+    config.model.update(vocab_size=300, d_model=32, num_layers=1, num_heads=2, d_ff=64, max_len=64)
+    config.train.update(num_steps=2, batch_size=8, seq_len=32, warmup_steps=1, log_every_steps=1,
+                        eval_every_steps=100)
+    config.checkpoint.every_steps = 2
+    config.checkpoint.word_milestones = False
+    workdir = tmp_path / "run"
+    trainer.train_and_evaluate(config, str(workdir))
+
+    output = tmp_path / "out" / "results.json"
+    evaluate.main(["--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",
+                   "--output", str(output), "--limit", "2", "--batch_size", "8", "--row_len", "32"])
+    printed = capsys.readouterr().out
+    assert "skipped hanzi_structure_hidden" in printed and "| zhoblimp | accuracy |" in printed
+    official = json.loads(output.read_text())
+    assert set(official) == {"zhoblimp", "xcomps_zh", "hanzi_structure", "hanzi_pinyin"}
+    assert all(0.0 <= v["accuracy"] <= 1.0 for v in official.values())
+    details = json.loads(output.with_name("results_details.json").read_text())
+    assert details["metadata"]["checkpoint_step"] == 2 and details["metadata"]["scoring"] == "causal_sum_logprob"
+    assert details["tasks"]["zhoblimp"]["num_items"] == 2
