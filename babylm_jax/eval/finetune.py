@@ -15,7 +15,7 @@ step per bucket; batches are split over a data-parallel mesh of the local device
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import pathlib
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -209,14 +209,28 @@ def data_mesh(batch_size: int, devices: list | None = None) -> Mesh:
     return Mesh(np.asarray(devices[:count]), ("data",))
 
 
-def make_optimizer(options: FinetuneOptions, num_steps: int) -> optax.GradientTransformation:
-    """AdamW with linear warmup then cosine decay to 0; no decay on biases and norm scales."""
+@dataclasses.dataclass(frozen=True)
+class StepSettings:
+    """The static part of the optimizer; the learning rate is passed per step."""
+
+    weight_decay: float
+    max_grad_norm: float
+
+
+def learning_rate_schedule(options: FinetuneOptions, num_steps: int) -> optax.Schedule:
+    """Linear warmup over `warmup_ratio` of the steps, then cosine decay to 0."""
     warmup = int(options.warmup_ratio * num_steps)
-    schedule = optax.warmup_cosine_decay_schedule(0.0, options.learning_rate, warmup, max(num_steps, warmup + 1), 0.0)
+    return optax.warmup_cosine_decay_schedule(0.0, options.learning_rate, warmup, max(num_steps, warmup + 1), 0.0)
+
+
+def make_optimizer(settings: StepSettings) -> optax.GradientTransformation:
+    """AdamW (b2 0.999, eps 1e-8) with clipping, without the learning rate; no decay on
+    biases and norm scales. Updates are scaled by -lr in `train_step`."""
     decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)  # noqa: E731
     return optax.chain(
-        optax.clip_by_global_norm(options.max_grad_norm),
-        optax.adamw(schedule, b1=0.9, b2=0.999, eps=1e-8, weight_decay=options.weight_decay, mask=decay_mask),
+        optax.clip_by_global_norm(settings.max_grad_norm),
+        optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
+        optax.add_decayed_weights(settings.weight_decay, mask=decay_mask),
     )
 
 
@@ -224,29 +238,39 @@ def _device_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict
     return {k: jax.device_put(batch[k], sharding) for k in ("tokens", "mask", "labels", "index")}
 
 
-def make_steps(model: FinetuneModel, optimizer: optax.GradientTransformation, dropout_key: jax.Array):
-    """Jitted `train_step((params, opt_state), batch, step) -> (state, loss)` (state donated)
-    and `predict_step(params, batch) -> predicted [B]`; filler rows (index -1) get no weight."""
+def _loss(model: FinetuneModel, params: dict, batch: dict, dropout_key: jax.Array) -> jax.Array:
+    """Mean cross-entropy over real examples (filler rows, index -1, get no weight)."""
+    logits_BxK = model.apply(
+        {"params": params}, batch["tokens"], batch["mask"], deterministic=False, rngs={"dropout": dropout_key}
+    )
+    weights_B = (batch["index"] >= 0).astype(jnp.float32)
+    losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BxK, batch["labels"])
+    return jnp.sum(losses_B * weights_B) / jnp.maximum(jnp.sum(weights_B), 1.0)
 
-    def loss_fn(params, batch, step):
-        logits_BxK = model.apply(
-            {"params": params}, batch["tokens"], batch["mask"], deterministic=False,
-            rngs={"dropout": jax.random.fold_in(dropout_key, step)},
-        )
-        weights_B = (batch["index"] >= 0).astype(jnp.float32)
-        losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BxK, batch["labels"])
-        return jnp.sum(losses_B * weights_B) / jnp.maximum(jnp.sum(weights_B), 1.0)
 
-    def train_step(state, batch, step):
-        params, opt_state = state
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch, step)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), loss
+@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(2,))
+def train_step(
+    model: FinetuneModel,
+    settings: StepSettings,
+    state: tuple[dict, Any],
+    batch: dict,
+    dropout_key: jax.Array,
+    step: jax.Array,
+    learning_rate: jax.Array,
+) -> tuple[tuple[dict, Any], jax.Array]:
+    """One AdamW step on (params, opt_state); module-level so equal setups share compiles."""
+    params, opt_state = state
+    loss_fn = functools.partial(_loss, model)
+    loss, grads = jax.value_and_grad(loss_fn)(params, batch, jax.random.fold_in(dropout_key, step))
+    updates, opt_state = make_optimizer(settings).update(grads, opt_state, params)
+    params = jax.tree.map(lambda p, u: p - learning_rate * u, params, updates)
+    return (params, opt_state), loss
 
-    def predict_step(params, batch):
-        return jnp.argmax(model.apply({"params": params}, batch["tokens"], batch["mask"]), axis=-1)
 
-    return jax.jit(train_step, donate_argnums=(0,)), jax.jit(predict_step)
+@functools.partial(jax.jit, static_argnums=(0,))
+def predict_step(model: FinetuneModel, params: dict, batch: dict) -> jax.Array:
+    """Predicted label (or option) per example [B]."""
+    return jnp.argmax(model.apply({"params": params}, batch["tokens"], batch["mask"]), axis=-1)
 
 
 def finetune(
@@ -276,9 +300,10 @@ def finetune(
 
     steps_per_epoch = len(make_batches(train, options.batch_size, lengths, num_rows))
     num_steps = epochs * steps_per_epoch
-    optimizer = make_optimizer(options, num_steps)
-    state = jax.device_put((params, optimizer.init(params)), replicated)
-    train_step, predict_step = make_steps(model, optimizer, jax.random.fold_in(key, 1))
+    learning_rates = np.asarray(learning_rate_schedule(options, num_steps)(np.arange(num_steps)), np.float32)
+    settings = StepSettings(options.weight_decay, options.max_grad_norm)
+    state = jax.device_put((params, make_optimizer(settings).init(params)), replicated)
+    dropout_key = jax.random.fold_in(key, 1)
 
     dev_batches = [_device_batch(b, rows_sharding) for b in make_batches(dev, options.batch_size, lengths, num_rows)]
     dev_labels = np.asarray(dev.labels)
@@ -289,11 +314,14 @@ def finetune(
             shuffle = np.random.default_rng([options.seed, epoch])
             losses = []
             for batch in make_batches(train, options.batch_size, lengths, num_rows, shuffle):
-                state, loss = train_step(state, _device_batch(batch, rows_sharding), jnp.int32(step))
+                state, loss = train_step(
+                    model, settings, state, _device_batch(batch, rows_sharding),
+                    dropout_key, np.int32(step), learning_rates[step],
+                )
                 losses.append(loss)
                 step += 1
                 bar.update()
-            predictions = [(predict_step(state[0], b), b["index"]) for b in dev_batches]
+            predictions = [(predict_step(model, state[0], b), b["index"]) for b in dev_batches]
             predicted = np.zeros(len(dev_labels), np.int64)
             for pred, index in jax.device_get(predictions):
                 predicted[index[index >= 0]] = pred[index >= 0]

@@ -1,0 +1,180 @@
+"""Fine-tuning: pooling with left/right padding, learning separable tasks, multiple choice,
+determinism, and the registry runner end to end on the fixtures."""
+import dataclasses
+import pathlib
+import types
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from babylm_jax.eval import clue, finetune
+from babylm_jax.model.transformer import ModelConfig, Transformer
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
+FILLER = "天地人你我他上下大小山水"
+
+
+class CharTokenizer:
+    """A tiny character tokenizer with the project's fixed special ids (a stand-in)."""
+
+    pad_id, unk_id, bos_id, eos_id, mask_id, cls_id, sep_id = range(7)
+    special_ids = tuple(range(7))
+
+    def __init__(self, chars: str):
+        self.vocab = {ch: i + 7 for i, ch in enumerate(sorted(set(chars)))}
+        self.vocab_size = 7 + len(self.vocab)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab.get(ch, self.unk_id) for ch in text]
+
+
+def tiny_body(family: str, vocab_size: int, seed: int = 0) -> tuple[Transformer, dict]:
+    config = ModelConfig(family=family, vocab_size=vocab_size, d_model=32, num_layers=1, num_heads=2, d_ff=64, max_len=64)
+    model = Transformer(config)
+    params = nn.meta.unbox(model.init(jax.random.PRNGKey(seed), jnp.zeros((1, 8), jnp.int32)))
+    return model, params
+
+
+# One tokenizer (so one vocabulary size) and one shape for every causal run: they share compiles.
+TOKENIZER = CharTokenizer(
+    FILLER + "甲乙丙好哪个" + "".join(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.json")))
+)
+FAST = finetune.FinetuneOptions(learning_rate=3e-3, batch_size=16, epochs=6, max_len=24, warmup_ratio=0.1,
+                                length_buckets=(), progress=False)
+
+
+def separable_pairs(n: int, seed: int) -> list[clue.Example]:
+    """Label k when sentence a holds the k-th of 甲乙丙; everything else is noise."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for i in range(n):
+        a = list(rng.choice(list(FILLER), size=rng.integers(3, 9)))
+        a.insert(int(rng.integers(0, len(a) + 1)), "甲乙丙"[i % 3])
+        b = "".join(rng.choice(list(FILLER), size=rng.integers(2, 6)))
+        examples.append(clue.Example((("".join(a), b),), i % 3))
+    return examples
+
+
+def choose_good_option(n: int, seed: int) -> list[clue.Example]:
+    """Multiple choice with 2, 3 and 4 options; the right option always reads 好."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for i in range(n):
+        num_options = 2 + i % 3
+        options = ["".join(rng.choice(list(FILLER), size=2)) for _ in range(num_options)]
+        answer = int(rng.integers(num_options))
+        options[answer] = "好"
+        passage = "".join(rng.choice(list(FILLER), size=6))
+        examples.append(clue.Example(tuple((passage, "哪个", o) for o in options), answer))
+    return examples
+
+
+def model_and_params(family: str, num_outputs: int, multiple_choice: bool):
+    body, body_params = tiny_body(family, 20)
+    model = finetune.FinetuneModel(body.config, num_outputs=num_outputs, multiple_choice=multiple_choice)
+    head = finetune.ClassifierHead(num_outputs).init(jax.random.PRNGKey(1), jnp.zeros((1, 32)))["params"]
+    return body, model, {"params": {"body": body_params["params"], "head": head}}
+
+
+def test_pool_index_with_left_and_right_padding():
+    mask = jnp.array([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 0, 0]])
+    assert finetune.pool_index(mask, last=True).tolist() == [2, 4, 4, 2]
+    assert finetune.pool_index(mask, last=False).tolist() == [0, 2, 0, 1]
+    assert finetune.positions_from_mask(mask)[1].tolist() == [0, 0, 0, 1, 2]
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm"])
+def test_head_reads_the_right_token_with_left_and_right_padding(family):
+    body, model, params = model_and_params(family, 3, False)
+    row = [5, 9, 10, 11, 6]
+    tokens = jnp.array([[row + [0, 0]], [[0, 0] + row]])
+    mask = jnp.array([[[1] * 5 + [0, 0]], [[0, 0] + [1] * 5]], bool)
+
+    @jax.jit
+    def logits_and_reference(params):
+        logits = model.apply(params, tokens, mask)
+        # Reference: the right-padded row's hidden state at token 0 (encoders) or token 4 (causal).
+        hidden, _ = body.apply({"params": params["params"]["body"]}, tokens[:, 0], mask[:, 0].astype(jnp.int32),
+                               method=Transformer.encode)
+        read = hidden[0, 4 if family == "causal" else 0]
+        return logits, finetune.ClassifierHead(3).apply({"params": params["params"]["head"]}, read[None])[0]
+
+    logits, expected = logits_and_reference(params)
+    np.testing.assert_allclose(logits[0], logits[1], atol=1e-5)
+    np.testing.assert_allclose(logits[0], expected, atol=1e-5)
+
+
+def test_multiple_choice_scores_options_independently():
+    """An option's score depends neither on the other options nor on their order; missing options lose."""
+    _, model, params = model_and_params("mlm", 1, True)
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 4, 6), bool)
+    mask[0, 2:] = False  # item 0 has 2 options
+    mask[1, :, 4:] = False  # item 1 has 4 options of 4 tokens
+    tokens = rng.integers(7, 20, size=(2, 4, 6)) * mask
+    apply = jax.jit(lambda t, m: model.apply(params, t, m))
+    logits = np.asarray(apply(tokens, mask))
+    assert logits.shape == (2, 4) and (logits[0, 2:] <= finetune.NEG_INF).all()
+    perm = [3, 1, 0, 2]
+    permuted = np.asarray(apply(tokens[:, perm], mask[:, perm]))
+    np.testing.assert_allclose(permuted[1], logits[1, perm], atol=1e-5)
+    alone = mask.copy()
+    alone[1, [0, 2, 3]] = False  # keep only option 1 of item 1
+    np.testing.assert_allclose(apply(tokens * alone, alone)[1, 1], logits[1, 1], atol=1e-5)
+
+
+def run(family: str, train, dev, options=FAST):
+    body, params = tiny_body(family, TOKENIZER.vocab_size)
+    kind = "multiple_choice" if len(train[0].choices) > 1 else "classification"
+    labels = ("0", "1", "2") if kind == "classification" else ()
+    task = clue.ClueTask("fixture", kind, labels, train, dev, {})
+    return finetune.finetune(body, params, task, TOKENIZER, options)
+
+
+def test_classification_learns_a_separable_task_and_is_deterministic():
+    train, dev = separable_pairs(64, 0), separable_pairs(33, 1)
+    first = run("causal", train, dev)
+    assert first.best_accuracy >= 0.9, first.dev_accuracy
+    assert first.train_loss[-1] < first.train_loss[0]
+    assert first.num_steps == 6 * 4 and first.num_truncated == {"train": 0, "dev": 0}
+    assert first.best_epoch == 1 + int(np.argmax(first.dev_accuracy))
+    labels = np.array([e.label for e in dev])
+    assert np.mean(first.best_predictions == labels) == first.best_accuracy
+    second = run("causal", train, dev)
+    assert first.dev_accuracy == second.dev_accuracy and first.train_loss == second.train_loss
+    other_seed = run("causal", train, dev, dataclasses.replace(FAST, seed=1))
+    assert other_seed.train_loss != first.train_loss
+
+
+def test_multiple_choice_with_two_three_and_four_options():
+    train, dev = choose_good_option(48, 0), choose_good_option(30, 1)
+    outcome = run("hybrid", train, dev, dataclasses.replace(FAST, epochs=5))
+    assert outcome.best_accuracy >= 0.9, outcome.dev_accuracy
+    # Predictions never name a missing option, and items of every option count are answered.
+    counts = np.array([len(e.choices) for e in dev])
+    assert (outcome.best_predictions < counts).all()
+    labels = np.array([e.label for e in dev])
+    for n in (2, 3, 4):
+        assert np.mean(outcome.best_predictions[counts == n] == labels[counts == n]) >= 0.8
+
+
+def test_registry_runner_on_fixture_files(tmp_path):
+    from babylm_jax.eval import tasks
+
+    body, params = tiny_body("causal", TOKENIZER.vocab_size)
+    loaded = types.SimpleNamespace(model=body, params=params, tokenizer=TOKENIZER, step=0)
+    spec = tasks.get_task("diagnostic_nli")
+    # The same shapes as the causal runs above (batch 16, length 24, 3 labels): no new compile.
+    extra = {"finetune.progress": "false", "finetune.max_len": "24", "finetune.batch_size": "16"}
+    options = tasks.EvalOptions(finetune_epochs=2, extra=extra)
+    result = spec.run(loaded, FIXTURES, options)
+    assert set(result.values) == {"accuracy"} and 0 <= result.values["accuracy"] <= 1
+    details = result.details
+    assert len(details["dev_accuracy_per_epoch"]) == 2 and details["best_epoch"] in (1, 2)
+    assert result.values["accuracy"] == max(details["dev_accuracy_per_epoch"])
+    assert set(details["per_phenomenon"]) == {"negation", "quantifier", "modality"}
+    assert details["num_truncated"] == {"train": 0, "dev": 0} and details["num_dropped"] == {"train": 1, "dev": 0}
+    assert set(result.figures) == {"epochs"}
