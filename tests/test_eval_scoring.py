@@ -86,3 +86,10 @@ def test_too_long_sentence_is_a_clear_error():
     scorer = scoring.SentenceScorer(model, params, "causal", MASK, batch_size=8, row_len=16)
     with pytest.raises(ValueError, match="max_len=64"):
         scorer.score([[BOS] + [9] * 80])
+
+
+def test_batch_sizes_cover_rows_with_little_padding():
+    assert scoring.batch_sizes(81, 64, 1) == [64, 32]
+    assert scoring.batch_sizes(128, 64, 8) == [64, 64]
+    assert scoring.batch_sizes(3, 64, 8) == [8]
+    assert scoring.batch_sizes(70, 60, 8) == [64, 8]

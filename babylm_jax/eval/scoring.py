@@ -240,6 +240,20 @@ def _pad_rows(rows: Rows, n: int, dummy: int) -> Rows:
     return Rows(**fields)
 
 
+def batch_sizes(num_rows: int, per_batch: int, num_devices: int) -> list[int]:
+    """Full batches of `per_batch` rows, then one smaller power-of-two batch for the rest.
+
+    Sizes are multiples of `num_devices` so rows split evenly; the remainder batch keeps
+    padding under half of itself while adding at most one shape per power of two.
+    """
+    per_batch = -(-per_batch // num_devices) * num_devices
+    full, rest = divmod(num_rows, per_batch)
+    sizes = [per_batch] * full
+    if rest:
+        sizes.append(min(per_batch, -(-_next_pow2(rest) // num_devices) * num_devices))
+    return sizes
+
+
 def read_logprobs(
     model: Transformer, params: Any, batch: dict[str, jax.Array], causal: bool
 ) -> jax.Array:
@@ -313,16 +327,14 @@ class SentenceScorer:
         self.last_real_tokens = self.last_padded_tokens = self.last_reads = 0
         for rows in all_rows:
             r = rows.tokens.shape[1]
-            per_batch = max(1, self.batch_size * self.row_len // r)
-            per_batch = -(-per_batch // self.mesh.size) * self.mesh.size  # rows split evenly over devices
-            total = -(-len(rows.tokens) // per_batch) * per_batch
-            rows = _pad_rows(rows, total, num)
+            sizes = batch_sizes(len(rows.tokens), max(1, self.batch_size * self.row_len // r), self.mesh.size)
+            rows = _pad_rows(rows, sum(sizes), num)
             self.last_real_tokens += rows.real_tokens
             self.last_padded_tokens += rows.tokens.size
             self.last_reads += int((rows.read_sentence < num).sum())
             sharding = NamedSharding(self.mesh, P("data"))
-            for start in range(0, total, per_batch):
-                batch = {f.name: getattr(rows, f.name)[start:start + per_batch]
+            for start, size in zip(np.cumsum([0, *sizes[:-1]]), sizes):
+                batch = {f.name: getattr(rows, f.name)[start:start + size]
                          for f in dataclasses.fields(Rows) if f.name != "read_sentence"}
                 parts.append(self._read(self.params, jax.device_put(batch, sharding)))
             ids.append(rows.read_sentence.reshape(-1))
