@@ -63,12 +63,14 @@ def pooled_hidden_states(model: Transformer, params, rows: Sequence[Sequence[int
     """Mean hidden state of every layer over each pool's positions: [layers, pools, D] (float32).
 
     `rows[i]` are token ids (at most the model's max_len); `pools[i]` lists, for row i, the
-    position lists to average (an empty list gives zeros). Pools come out in row order.
+    position lists to average (an empty list gives zeros), at most one per position. Pools
+    come out in row order.
     """
     max_len = model.config.max_len
     for i, row in enumerate(rows):
-        if not 0 < len(row) <= max_len:
-            raise ValueError(f"row {i} has {len(row)} tokens; rows need 1..{max_len} (model.max_len)")
+        if not 0 < len(row) <= max_len or len(pools[i]) > len(row):
+            raise ValueError(f"row {i}: {len(row)} tokens and {len(pools[i])} pools; rows need 1..{max_len} "
+                             "tokens (model.max_len) and at most one pool per token")
     params = nn.meta.unbox(params)
     offsets = np.cumsum([0] + [len(p) for p in pools])
     buckets: dict[int, list[int]] = {}
@@ -80,7 +82,7 @@ def pooled_hidden_states(model: Transformer, params, rows: Sequence[Sequence[int
                for s in range(0, len(ids), max(1, tokens_per_batch // length))]
     for length, batch in tqdm(batches, desc=progress, disable=progress is None):
         size = max(1, tokens_per_batch // length)
-        num_pools = 1 << max(0, (max(len(pools[i]) for i in batch) - 1).bit_length())
+        num_pools = 1 if all(len(pools[i]) == 1 for i in batch) else length  # a row has at most `length` words
         tokens = np.zeros((size, length), np.int32)
         segments = np.zeros((size, length), np.int32)
         weights = np.zeros((size, num_pools, length), np.float32)

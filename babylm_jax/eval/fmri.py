@@ -148,7 +148,7 @@ def word_pattern_correlations(pred_WxV: np.ndarray, true_WxV: np.ndarray) -> np.
 
 def score_word_fmri(x_NxD: np.ndarray, responses: dict[str, np.ndarray], select_N: np.ndarray, train_N: np.ndarray,
                     eval_N: np.ndarray, settings: WordFmriSettings) -> dict[str, dict[str, Any]]:
-    """Per subject: {"score", "alpha"}; rows of `x` and every response are the stacked splits."""
+    """Per subject: {"score", "mean_word_r" (all words, not official), "alpha"}; rows of `x` and every response are the stacked splits."""
     if settings.standardize_rows:
         std = x_NxD.std(1, keepdims=True)
         x_NxD = (x_NxD - x_NxD.mean(1, keepdims=True)) / np.where(std == 0, 1.0, std)
@@ -161,7 +161,7 @@ def score_word_fmri(x_NxD: np.ndarray, responses: dict[str, np.ndarray], select_
         best = ridge.best_penalty_index(scores, "mse", per_voxel=settings.alpha_per_voxel)
         pred = solver.predict(y_NxV, eval_N, grid[best])[0]
         r = word_pattern_correlations(pred, y_NxV[eval_N])
-        out[subject] = {"score": top_fraction_mean(r, settings.top_fraction),
+        out[subject] = {"score": top_fraction_mean(r, settings.top_fraction), "mean_word_r": float(r.mean()),
                         "alpha": float(grid[best[0]]) if not settings.alpha_per_voxel else None}
     return out
 
@@ -211,6 +211,7 @@ def run_word_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) 
     details = {
         "layer": chosen, "evaluation_split": evaluate, "num_words": {s: len(words[s]) for s in used},
         "per_subject": {s: v["score"] for s, v in per_layer[chosen].items()},
+        "mean_word_r": {s: v["mean_word_r"] for s, v in per_layer[chosen].items()},
         "alphas": {s: v["alpha"] for s, v in per_layer[chosen].items()},
         "layer_sweep": {str(k): v for k, v in layer_means.items()},
     }

@@ -95,7 +95,7 @@ def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: 
     split_names = ["train", "dev"] + (["test"] if with_test else [])
     rng = np.random.default_rng(seed)
     num_sentences = sum(stories_per_split[: len(split_names)]) * sentences_per_story
-    sentences = corpus_sentences(num_sentences + 200)
+    sentences = corpus_sentences(num_sentences + 40)
     vocabulary = sorted({w for s in sentences for w in s if not is_punctuation(w) and len(w) <= 4})
     word_pool = [vocabulary[i] for i in rng.permutation(len(vocabulary))]
     truth: dict = {"seed": seed, "snr": snr, "latent_dim": latent_dim, "evaluation_split": split_names[-1]}

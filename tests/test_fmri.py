@@ -1,0 +1,214 @@
+"""fMRI tasks: HRF/TR sampling vs numpy, scores by hand, planted signal, readers' errors, runners end to end."""
+import dataclasses
+import json
+import pathlib
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.io
+import scipy.stats
+
+from babylm_jax.data.tokenizer import CharTokenizer
+from babylm_jax.eval import cogbench, features, fmri, fmri_synth
+from babylm_jax.eval.tasks import EvalOptions, TaskSpec
+from babylm_jax.model.transformer import ModelConfig, Transformer
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> pathlib.Path:
+    out = tmp_path_factory.mktemp("synth")
+    fmri_synth.generate(out, seed=3, snr=2.0, words_per_split=(70, 30), stories_per_split=(4, 2),
+                        sentences_per_story=10, rois=("Language", "Vision"), roi_voxels=12)
+    return out
+
+
+def _split_rows(counts):
+    return fmri._stack_masks(counts)
+
+
+def test_tr_sampling_matrix_equals_direct_numpy_convolution():
+    hrf = fmri.spm_hrf()
+    t = np.arange(0, 32, 0.71 / 71)
+    direct_hrf = scipy.stats.gamma.pdf(t, 6) - scipy.stats.gamma.pdf(t, 16) / 6
+    np.testing.assert_allclose(hrf, direct_hrf / direct_hrf.sum(), rtol=1e-5, atol=1e-9)
+
+    rng = np.random.default_rng(0)
+    end = 1.0 + np.cumsum(rng.uniform(0.0, 0.6, 120))
+    end[10] = end[9]  # two words in one frame: the first wins
+    valid = rng.uniform(size=120) > 0.2
+    settings = fmri.FmriSettings()
+    grid_length = int(end[valid][-1] * 100)
+    reference_trs = -(-grid_length // 71) - 19 - 1
+    timing = cogbench.StoryTiming(end, valid, reference_trs)
+    words_WxD = rng.normal(size=(120, 5)).astype(np.float32)
+
+    # The description, literally: place, convolve each column, cut, sample every 71st, shift.
+    kept_features, kept_end = words_WxD[valid], end[valid]
+    series = np.zeros((grid_length, 5))
+    word, frame_of = 0, (kept_end * 100).astype(int)
+    for frame in range(grid_length):
+        if word < len(kept_end) and frame == frame_of[word]:
+            series[frame] = kept_features[word]
+            while word < len(kept_end) and frame_of[word] == frame:
+                word += 1
+    convolved = np.stack([np.convolve(hrf, series[:, d]) for d in range(5)], axis=1)[:grid_length]
+    expected = convolved[::71][19:19 + reference_trs]
+
+    ours = fmri.tr_sampling_matrix(timing, hrf, settings) @ words_WxD
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-6)
+    design = fmri.story_design(words_WxD[None], timing, hrf, settings)[0]
+    np.testing.assert_allclose(design, (expected - expected.mean()) / expected.std(), rtol=1e-3, atol=1e-4)
+
+    with pytest.raises(ValueError, match="reference"):
+        fmri.tr_sampling_matrix(dataclasses.replace(timing, reference_trs=reference_trs + 5), hrf, settings)
+
+
+def test_word_scores_by_hand():
+    true = np.array([[1.0, 2.0, 3.0, 0.0], [2.0, 1.0, 0.0, 0.0], [5.0, 5.0, 5.0, 0.0]])  # last voxel all zero
+    pred = np.array([[1.0, 2.0, 4.0, 9.0], [1.0, 2.0, 3.0, 9.0], [1.0, 2.0, 3.0, 9.0]])
+    r = fmri.word_pattern_correlations(pred, true)
+    np.testing.assert_allclose(r, [np.corrcoef([1, 2, 4], [1, 2, 3])[0, 1], -1.0, 0.0])  # constant row -> 0
+    correlations = np.array([0.1, 0.9, 0.3, 0.5, 0.2, 0.8, 0.4, 0.0, 0.6, 0.7, 0.05, 0.95, 0.15, 0.25, 0.35,
+                             0.45, 0.55, 0.65, 0.75, 0.85])
+    assert fmri.top_fraction_mean(correlations) == pytest.approx((0.95 + 0.9) / 2)  # k = int(0.1 * 20) = 2
+    assert fmri.top_fraction_mean(correlations[:9]) == pytest.approx(0.9)  # k = max(1, 0) = 1
+
+
+def _planted_story_designs(root, split, settings):
+    hrf = fmri.spm_hrf()
+    out = []
+    for story_id in cogbench.story_ids(root, split):
+        words = [w for line in cogbench.read_story(root, split, story_id) for w in line]
+        timing = cogbench.read_story_timing(root, split, story_id, len(words))
+        planted = fmri_synth.planted_word_features(words, 8, seed=3)
+        out.append(fmri.story_design(planted[None], timing, hrf, settings)[0])
+    return np.concatenate(out)
+
+
+def test_planted_signal_is_recovered_near_the_ceiling(synth):
+    truth = json.loads((synth / "synth_truth.json").read_text())
+    root = synth / "cogbench"
+    words = {s: cogbench.read_words(root, s) for s in ("train", "dev")}
+    x = np.concatenate([fmri_synth.planted_word_features(words[s], 8, seed=3) for s in ("train", "dev")])
+    responses = {s: np.concatenate([cogbench.read_word_responses(root, split, s, len(words[split]))
+                                    for split in ("train", "dev")]) for s in ("01", "02")}
+    train, dev = _split_rows([70, 30])
+    settings = fmri.WordFmriSettings()
+    planted = fmri.score_word_fmri(x, responses, dev, train, dev, settings)
+    shuffled = fmri.score_word_fmri(np.random.default_rng(0).permutation(x), responses, dev, train, dev, settings)
+    planted_mean = np.mean([v["score"] for v in planted.values()])
+    assert 0.9 * truth["word_fmri"]["ceiling"] <= planted_mean <= truth["word_fmri"]["ceiling"] + 0.02
+    # The top-10% statistic is biased up even for noise; the mean over all words is not.
+    assert np.mean([v["mean_word_r"] for v in planted.values()]) > 0.5
+    assert abs(np.mean([v["mean_word_r"] for v in shuffled.values()])) < 0.1
+
+    settings = fmri.FmriSettings(rois=("Language", "Vision"))
+    x = np.concatenate([_planted_story_designs(root, s, settings) for s in ("train", "dev")])
+    trs = {}
+    for split in ("train", "dev"):
+        for story_id in cogbench.story_ids(root, split):
+            num_words = sum(len(line) for line in cogbench.read_story(root, split, story_id))
+            trs[split, story_id] = cogbench.read_story_timing(root, split, story_id, num_words).reference_trs
+    stories = {s: cogbench.story_ids(root, s) for s in ("train", "dev")}
+    counts = [sum(trs[s, i] for i in stories[s]) for s in ("train", "dev")]
+    train, dev = _split_rows(counts)
+    groups = list(fmri._group_responses(root, ["train", "dev"], stories, trs, settings.rois, ["01", "02"]))
+    rng = np.random.default_rng(1)
+    scores = fmri.score_fmri({0: x, 1: rng.permutation(x)}, groups, train, dev, dev, settings)
+    planted_mean = np.mean([g[0]["score"] for g in scores.values()])
+    shuffled_mean = np.mean([g[1]["score"] for g in scores.values()])
+    assert 0.9 * truth["fmri"]["ceiling"] <= planted_mean <= truth["fmri"]["ceiling"] + 0.02
+    assert abs(shuffled_mean) < 0.15
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    tokenizer = CharTokenizer([chr(c) for c in range(0x4E00, 0x4E00 + 64)], byte_fallback=True)
+    config = ModelConfig(family="mlm", vocab_size=tokenizer.vocab_size, d_model=32, num_layers=2, num_heads=2,
+                         d_ff=64, max_len=32)
+    model = Transformer(config)
+    params = jax.jit(model.init)(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))
+
+    @dataclasses.dataclass
+    class Loaded:
+        model: Transformer
+        params: dict
+        tokenizer: CharTokenizer
+
+    return Loaded(model, params, tokenizer)
+
+
+def test_pooled_features_equal_one_row_at_a_time(loaded):
+    model, params, tok = loaded.model, loaded.params, loaded.tokenizer
+
+    @jax.jit
+    def hidden_states(ids_1x16, segments_1x16):
+        return model.apply(params, ids_1x16, segments_1x16, return_hidden_states=True, method=Transformer.encode)[1]
+
+    def one_row(ids):  # [layers, len(ids), D], the row alone (padding is its own segment)
+        padded = np.zeros((1, 16), np.int32)
+        padded[0, :len(ids)] = ids
+        return np.asarray(hidden_states(padded, (padded > 0).astype(np.int32)))[:, 0, :len(ids)]
+
+    words = ["一丁", "七", "万丈三上"]
+    ours = features.word_features(model, params, tok, "mlm", words)
+    for i, word in enumerate(words):
+        expected = one_row([tok.cls_id] + tok.encode(word) + [tok.sep_id]).mean(1)
+        np.testing.assert_allclose(ours[:, i], expected, rtol=1e-5, atol=1e-5)
+    contexts = [["一丁", "七", "万丈"], ["三上"] * 20]  # the second exceeds max_len 32 and is chunked
+    ours = features.story_word_features(model, params, tok, "mlm", contexts)
+    assert ours.shape == (3, 23, 32)
+    expected = one_row([tok.cls_id] + tok.encode("一丁七万丈") + [tok.sep_id])[:, 4:6].mean(1)
+    np.testing.assert_allclose(ours[:, 2], expected, rtol=1e-5, atol=1e-5)
+
+
+def _spec(name):
+    runner = "babylm_jax.eval.fmri:run_word_fmri" if name == "word_fmri" else "babylm_jax.eval.fmri:run_fmri"
+    settings = {} if name == "word_fmri" else {"rois": ("Language", "Vision")}
+    return TaskSpec(name, "fmri", "mean", runner, ("train/word/word.txt",), folder="cogbench", settings=settings)
+
+
+def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
+    word = fmri.run_word_fmri(_spec("word_fmri"), loaded, synth, EvalOptions())
+    assert word.details["layer"] == 2 and set(word.details["layer_sweep"]) == {"0", "1", "2"}
+    assert word.values["mean"] == pytest.approx(np.mean(list(word.details["per_subject"].values())))
+    assert word.values["mean"] == pytest.approx(word.details["layer_sweep"]["2"])
+    discourse = fmri.run_fmri(_spec("fmri"), loaded, synth, EvalOptions(fmri_layer=1, extra={"fmri.layers": [1]}))
+    per_group = discourse.details["per_roi_subject"]
+    assert sorted(per_group) == ["Language/01", "Language/02", "Vision/01", "Vision/02"]
+    assert discourse.values["mean"] == pytest.approx(np.mean(list(per_group.values())))
+    assert discourse.details["per_roi"]["Vision"] == pytest.approx((per_group["Vision/01"] + per_group["Vision/02"]) / 2)
+    assert np.isfinite(discourse.values["mean"]) and "layers" in discourse.figures
+    with pytest.raises(ValueError, match="unknown setting"):
+        fmri.run_fmri(_spec("fmri"), loaded, synth, EvalOptions(extra={"fmri.hrf": 1}))
+
+
+def test_bad_input_gets_a_clear_message(synth, tmp_path):
+    root = tmp_path / "cogbench"
+    shutil.copytree(synth / "cogbench", root)
+    (root / "dev" / "word_fmri" / "02_selected.mat").unlink()
+    words = cogbench.read_words(root, "dev")
+    with pytest.raises(FileNotFoundError, match="subject '02'"):
+        cogbench.read_word_responses(root, "dev", "02", len(words))
+    with pytest.raises(ValueError, match="lists 29 words"):
+        cogbench.read_word_responses(root, "dev", "01", len(words) - 1)
+    examples = scipy.io.loadmat(root / "dev" / "word_fmri" / "01_selected.mat")["examples"]
+    examples[3, 5] = np.nan
+    scipy.io.savemat(root / "dev" / "word_fmri" / "01_selected.mat", {"examples": examples})
+    with pytest.raises(ValueError, match="01_selected.mat: 1 NaN"):
+        cogbench.read_word_responses(root, "dev", "01", len(words))
+    shutil.rmtree(root / "train" / "fmri" / "Vision" / "01")
+    with pytest.raises(FileNotFoundError, match=r"ROI 'Vision': subject\(s\) \['01'\] missing"):
+        cogbench.fmri_subjects(root, "train", ("Language", "Vision"))
+    with pytest.raises(FileNotFoundError, match="ROI 'Memory' is missing"):
+        cogbench.fmri_subjects(root, "train", ("Language", "Memory"))
+    story = root / "train" / "story" / "story_1.txt"
+    story.write_text(story.read_text(encoding="utf-8") + "多 余\n", encoding="utf-8")
+    num_words = sum(len(line) for line in cogbench.read_story(root, "train", 1))
+    with pytest.raises(ValueError, match="entries but story_1.txt in train has"):
+        cogbench.read_story_timing(root, "train", 1, num_words)
+    assert cogbench.read_story_timing(root, "train", 2, sum(map(len, cogbench.read_story(root, "train", 2)))
+                                      ).reference_trs > 0  # node_count_bu is MATLAB v7.3 (HDF5)
