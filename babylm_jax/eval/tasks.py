@@ -117,6 +117,13 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("c3", "finetune", "accuracy", _FINETUNE,
                  ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
         TaskSpec("diagnostic_nli", "finetune", "accuracy", _FINETUNE, ("*.json|*.jsonl",)),
+        # fMRI: the CogBench root; settings override fmri.WordFmriSettings / fmri.FmriSettings.
+        TaskSpec("word_fmri", "fmri", "mean", "babylm_jax.eval.fmri:run_word_fmri",
+                 ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
+                  "dev/word_fmri/*_selected.mat"), folder="cogbench"),
+        TaskSpec("fmri", "fmri", "mean", "babylm_jax.eval.fmri:run_fmri",
+                 ("train/story/story_*.txt", "train/fmri/*/*/story_*.mat", "dev/story/story_*.txt",
+                  "dev/fmri/*/*/story_*.mat"), folder="cogbench"),
     )
 }
 
