@@ -58,9 +58,17 @@ def _export(tmp_path_factory, tokenizer, name):
     return model, params, out
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def exported(request, tmp_path_factory, tokenizer):
-    return request.param, *_export(tmp_path_factory, tokenizer, request.param)
+@pytest.fixture(scope="module")
+def export_case(tmp_path_factory, tokenizer):
+    """name -> (model, params, export dir), each case exported once per module."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = _export(tmp_path_factory, tokenizer, name)
+        return cache[name]
+
+    return get
 
 
 def _batch(tokenizer):
@@ -73,8 +81,9 @@ def _batch(tokenizer):
     return tokens, mask
 
 
-def test_config_and_files(exported):
-    name, model, _, out = exported
+@pytest.mark.parametrize("name", list(CASES))
+def test_config_and_files(name, export_case):
+    model, _, out = export_case(name)
     config = json.loads((out / "config.json").read_text())
     files = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -95,8 +104,9 @@ def test_config_and_files(exported):
     assert not any("rotary" in k or "inv_freq" in k for k in tensors)
 
 
-def test_logits_and_hidden_states_match_jax(exported, tokenizer):
-    name, model, params, out = exported
+@pytest.mark.parametrize("name", list(CASES))
+def test_logits_and_hidden_states_match_jax(name, export_case, tokenizer):
+    model, params, out = export_case(name)
     family = model.config.family
     tokens, mask = _batch(tokenizer)
     valid = mask.astype(bool)
@@ -153,10 +163,9 @@ def _pipeline_scores(hf_model, hf_tokenizer, sentences, backend):
     return np.asarray(scores)
 
 
-def test_minimal_pair_scores_match_our_scoring(exported, tokenizer):
-    name, model, params, out = exported
-    if name == "causal_gelu_layernorm":
-        return  # same scoring path as causal_llama; its logits parity is checked above
+@pytest.mark.parametrize("name", ["causal_llama", "mlm", "hybrid"])
+def test_minimal_pair_scores_match_our_scoring(name, export_case, tokenizer):
+    model, params, out = export_case(name)
     family = model.config.family
     scorer = scoring.SentenceScorer(model, params, scoring.FAMILY_VARIANT[family], tokenizer.mask_id,
                                     batch_size=8, row_len=32, devices=jax.local_devices()[:1])
