@@ -10,25 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from babylm_jax.data.tokenizer import CharTokenizer
 from babylm_jax.eval import clue, finetune
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
 FILLER = "天地人你我他上下大小山水"
-
-
-class CharTokenizer:
-    """A tiny character tokenizer with the project's fixed special ids (a stand-in)."""
-
-    pad_id, unk_id, bos_id, eos_id, mask_id, cls_id, sep_id = range(7)
-    special_ids = tuple(range(7))
-
-    def __init__(self, chars: str):
-        self.vocab = {ch: i + 7 for i, ch in enumerate(sorted(set(chars)))}
-        self.vocab_size = 7 + len(self.vocab)
-
-    def encode(self, text: str) -> list[int]:
-        return [self.vocab.get(ch, self.unk_id) for ch in text]
 
 
 def tiny_body(family: str, vocab_size: int, seed: int = 0) -> tuple[Transformer, dict]:
@@ -39,9 +26,9 @@ def tiny_body(family: str, vocab_size: int, seed: int = 0) -> tuple[Transformer,
 
 
 # One tokenizer (so one vocabulary size) and one shape for every causal run: they share compiles.
-TOKENIZER = CharTokenizer(
+TOKENIZER = CharTokenizer(sorted(set(
     FILLER + "甲乙丙好哪个" + "".join(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.json")))
-)
+)), byte_fallback=False)
 FAST = finetune.FinetuneOptions(learning_rate=3e-3, batch_size=16, epochs=6, max_len=24, warmup_ratio=0.1,
                                 length_buckets=(), progress=False)
 
