@@ -70,6 +70,9 @@ def hf_state_dict(params: Mapping[str, Any], config: ModelConfig) -> dict[str, n
 
 def save_safetensors(tensors: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
     """Writes `model.safetensors` with the `format: pt` metadata transformers expects."""
-    from safetensors.numpy import save_file
+    try:
+        from safetensors.numpy import save_file
+    except ImportError as error:
+        raise ImportError("Writing model.safetensors needs the `safetensors` package: pip install -e '.[export]'") from error
 
     save_file(dict(tensors), str(path), metadata={"format": "pt"})
