@@ -3,7 +3,7 @@
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint.
 """
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from babylm_jax.training import trainer
@@ -16,6 +16,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
     trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 
 

@@ -91,6 +91,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.checkpoint.milestone_unit = 1_000_000  # words per unit (BabyLM: 1M)
 
     config.mesh = ml_collections.ConfigDict()
+    config.mesh.num_devices = 0  # single-process runs: use the first N devices; 0 = all
     config.mesh.fsdp = 1  # devices per FSDP group; 1 = pure data parallel
 
     config.distributed = ml_collections.ConfigDict()

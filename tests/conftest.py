@@ -3,6 +3,10 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Reuse compiled programs across tests (and runs): many tests compile the same tiny steps.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(__import__("tempfile").gettempdir(), "babylm_jax_test_xla_cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import pathlib  # noqa: E402
 
@@ -16,3 +20,54 @@ def data_dir() -> pathlib.Path:
     if not path or not pathlib.Path(path).is_dir():
         pytest.skip("BABYLM_DATA_DIR is not set to the shared data directory")
     return pathlib.Path(path)
+
+
+_SUBJECTS = ["我", "你", "他", "她", "我们", "老师", "学生", "小明", "妈妈", "爸爸"]
+_VERBS = ["喜欢", "看", "吃", "买", "写", "读"]
+_OBJECTS = ["苹果", "书", "电影", "信", "面包", "报纸"]
+
+
+def synthetic_documents(num_documents: int, seed: int = 0) -> list[str]:
+    """Learnable Chinese text of our own: documents of 3-8 subject-verb-object sentences."""
+    import random
+
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(num_documents):
+        sentences = [
+            f"{rng.choice(_SUBJECTS)}{rng.choice(_VERBS)}{rng.choice(_OBJECTS)}{rng.choice(['。', '了。'])}"
+            for _ in range(rng.randint(3, 8))
+        ]
+        docs.append("".join(sentences))
+    return docs
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus_dir(tmp_path_factory) -> pathlib.Path:
+    """A directory with one .txt file of synthetic documents separated by blank lines."""
+    directory = tmp_path_factory.mktemp("tiny_corpus")
+    (directory / "docs.txt").write_text("\n\n".join(synthetic_documents(300)) + "\n", encoding="utf-8")
+    return directory
+
+
+def tiny_config(corpus_dir: pathlib.Path, family: str = "causal"):
+    """configs/base.py shrunk to a model and run that train in seconds on a CPU."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("base_config", pathlib.Path(__file__).parents[1] / "configs/base.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config()
+    config.data.corpus = str(corpus_dir)
+    config.data.eval_share = 0.05
+    config.data.num_workers = 1
+    config.data.tokenizer.kind = "char"
+    config.data.tokenizer.byte_fallback = False
+    config.model.update(family=family, vocab_size=64, d_model=32, num_layers=2, num_heads=2, d_ff=64, max_len=64)
+    config.train.update(num_steps=30, batch_size=8, seq_len=32, learning_rate=1e-2, warmup_steps=3,
+                        log_every_steps=1, eval_every_steps=10, eval_batches=2)
+    config.train.mask_rate = config.train.mask_rate_final = 0.3
+    config.train.hybrid_causal_share = 0.25
+    config.checkpoint.update(every_steps=10, word_milestones=False)
+    config.mesh.num_devices = 1
+    return config

@@ -14,7 +14,6 @@ import json
 import os
 from typing import Any
 
-import grain
 import jax
 import ml_collections
 import orbax.checkpoint as ocp
@@ -72,6 +71,23 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
         return ml_collections.ConfigDict(json.load(f))
 
 
+def iterator_state(iterator: Any) -> dict:
+    """A grain iterator's position as JSON.
+
+    Every process walks the same global sequence of batches (each keeps its own rows), so
+    the state is the same on all processes and process 0's copy serves them all.
+    """
+    state = iterator.get_state()
+    if isinstance(state, bytes):  # grain DataLoader iterators report JSON bytes
+        return {"encoding": "bytes", "state": state.decode()}
+    return {"encoding": "dict", "state": state}
+
+
+def restore_iterator_state(iterator: Any, saved: dict) -> None:
+    state = saved["state"]
+    iterator.set_state(state.encode() if saved["encoding"] == "bytes" else state)
+
+
 class Checkpointer:
     """Rolling checkpoints every N steps plus permanent word-milestone checkpoints."""
 
@@ -85,7 +101,7 @@ class Checkpointer:
     def save(self, step: int, state: TrainState, data_iterator: Any, meta: dict, milestone: bool = False) -> None:
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
-            data=grain.checkpoint.CheckpointSave(data_iterator),
+            data=ocp.args.JsonSave(iterator_state(data_iterator)),
             meta=ocp.args.JsonSave(meta),
         )
         manager = self.milestones if milestone else self.rolling
@@ -100,10 +116,11 @@ class Checkpointer:
             step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(target),
-                data=grain.checkpoint.CheckpointRestore(data_iterator),
+                data=ocp.args.JsonRestore(),
                 meta=ocp.args.JsonRestore(),
             ),
         )
+        restore_iterator_state(data_iterator, restored.data)
         return restored.state, dict(restored.meta)
 
     def wait(self) -> None:

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import jax
 import ml_collections
+from absl import logging
 import optax
+
+
+def effective_warmup(train: ml_collections.ConfigDict) -> int:
+    """`train.warmup_steps`, shortened to a tenth of the run when the run is shorter than it."""
+    if train.num_steps < 1:
+        raise ValueError(f"config key train.num_steps={train.num_steps} must be >= 1")
+    if train.warmup_steps >= train.num_steps:
+        warmup = train.num_steps // 10
+        logging.warning("train.warmup_steps=%d >= train.num_steps=%d: warming up for %d steps",
+                        train.warmup_steps, train.num_steps, warmup)
+        return warmup
+    return train.warmup_steps
 
 
 def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
     """The learning-rate schedule named by `train.schedule`."""
-    peak, steps, warmup = train.learning_rate, train.num_steps, train.warmup_steps
+    peak, steps = train.learning_rate, train.num_steps
     floor = peak * train.min_lr_ratio
-    if warmup >= steps:
-        raise ValueError(f"config key train.warmup_steps={warmup} must be below train.num_steps={steps}")
+    warmup = effective_warmup(train)
     if train.schedule == "cosine":
         return optax.warmup_cosine_decay_schedule(0.0, peak, warmup, steps, end_value=floor)
     if train.schedule == "wsd":

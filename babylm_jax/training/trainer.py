@@ -21,7 +21,7 @@ import optax
 from jax.experimental import multihost_utils
 from tqdm import tqdm
 
-from babylm_jax.data.pipeline import build_train_data
+from babylm_jax.data.pipeline import build_train_data, prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
@@ -116,7 +116,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
         new_state = TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
         return new_state, {
             "loss": loss_sum / accum,
-            "grad_norm": optax.global_norm(grads),
+            "grad_norm": optax.tree.norm(grads),
             "learning_rate": schedule(state.step),
             "predicted_tokens": jnp.sum(predicted),
         }
@@ -150,6 +150,7 @@ def _maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
             num_processes=dist.num_processes,
             process_id=dist.process_id,
         )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU-only runs; ignored elsewhere
     jax.distributed.initialize(**kwargs)
 
 
@@ -169,8 +170,12 @@ def evaluate_loss(eval_step, params, eval_batches: list[dict], mesh) -> float:
     return total / max(count, 1.0)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Trains (or resumes) the run in `workdir`; returns the end-of-run summary."""
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | None = None) -> dict:
+    """Trains (or resumes) the run in `workdir`; returns the end-of-run summary.
+
+    `stop_at_step` ends this invocation early (after a checkpoint at that step) without
+    changing the schedule, as a preempted job would; running again resumes there.
+    """
     _maybe_initialize_distributed(config)
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -181,17 +186,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             f"config key train.batch_size={config.train.batch_size} must divide evenly over "
             f"{jax.process_count()} processes x train.grad_accum_steps={config.train.grad_accum_steps}"
         )
+    optimizer = optim.make_optimizer(config.train)  # validates the train keys before any data work
     if is_main:
         check_or_write_config(workdir, config)
 
+    if jax.process_count() > 1:  # one process prepares the data; the others then find it cached
+        if is_main:
+            prepare_corpus(config, workdir)
+        multihost_utils.sync_global_devices("babylm_jax: data prepared")
     data = build_train_data(config, workdir, process_index=jax.process_index(), process_count=jax.process_count())
     if data.tokenizer.vocab_size > config.model.vocab_size:
         raise ValueError(
             f"config key model.vocab_size={config.model.vocab_size} is smaller than the tokenizer's "
             f"{data.tokenizer.vocab_size} ids"
         )
-    mesh = sharding.make_mesh(config.mesh)
-    optimizer = optim.make_optimizer(config.train)
+    mesh = sharding.make_mesh(config.mesh, jax.devices()[: config.mesh.num_devices or None] if jax.process_count() == 1 else None)
     masking = make_masking(config, data.tokenizer)
 
     init = boxed_init_fn(config, model, optimizer)
@@ -243,6 +252,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         checkpointer.save(step, state, data.train_iterator, meta, milestone=milestone)
 
     num_steps = config.train.num_steps
+    last_step = num_steps if stop_at_step is None else min(stop_at_step, num_steps)
+    eval_batches = data.eval_batches[: config.train.eval_batches]
     tokens_per_step = config.train.batch_size * config.train.seq_len
     pending: tuple[int, dict] | None = None
     history: list[dict] = []
@@ -251,13 +262,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     run_start = time.perf_counter()
     progress = tqdm(total=num_steps, initial=start_step, desc="train", disable=not is_main, dynamic_ncols=True)
 
-    def record(step: int, fetched: dict) -> None:
+    def record(step: int, fetched: dict, words: float) -> None:
         """Logs one step's metrics (fetched a step late so the host never stalls the device)."""
         nonlocal window_start, window_tokens
+        window_tokens += tokens_per_step
         loss = float(fetched["loss"])
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step}; lower train.learning_rate or check the data")
-        if step % config.train.log_every_steps and step != num_steps:
+        if step % config.train.log_every_steps and step != last_step:
             return
         elapsed = time.perf_counter() - window_start
         tokens_per_s = window_tokens / elapsed if elapsed > 0 else 0.0
@@ -265,29 +277,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         entry = {
             "step": step, "loss": loss, "grad_norm": float(fetched["grad_norm"]),
             "learning_rate": float(fetched["learning_rate"]), "tokens_per_s": tokens_per_s,
-            "mfu": flops / peak_flops, "tokens_seen": step * tokens_per_step, "words_seen": words_seen,
+            "mfu": flops / peak_flops, "tokens_seen": step * tokens_per_step, "words_seen": words,
         }
         history.append(entry)
         writer.write(entry)
         progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_s:,.0f}")
         window_start, window_tokens = time.perf_counter(), 0
 
-    for step in range(start_step + 1, num_steps + 1):
+    for step in range(start_step + 1, last_step + 1):
         local = next(data.train_iterator)
         words_seen += _global_words(float(np.sum(local["words"])))
         tokens_seen += tokens_per_step
         batch = sharding.global_batch(local, mesh)
         state, step_metrics = compiled_step(seq_len_at(config, step - 1))(state, batch, step_rng)
-        window_tokens += tokens_per_step
         if pending is not None:
             record(*pending)
-        pending = (step, step_metrics)
+        pending = (step, step_metrics, words_seen)
         progress.update(1)
-        if step % config.train.eval_every_steps == 0 or step == num_steps:
+        if step % config.train.eval_every_steps == 0 or step == last_step:
             record(*jax.device_get(pending))
             pending = None
             eval_params = state.ema_params if state.ema_params is not None else state.params
-            last_eval = evaluate_loss(eval_step, eval_params, data.eval_batches, mesh)
+            last_eval = evaluate_loss(eval_step, eval_params, eval_batches, mesh)
             writer.write({"step": step, "eval_loss": last_eval, "words_seen": words_seen})
             progress.write(f"step {step}: eval_loss {last_eval:.4f}")
             window_start = time.perf_counter()
@@ -296,7 +307,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             milestones = [m for m in milestones if m > words_seen]
             save(step, milestone=True)
             progress.write(f"step {step}: word milestone {crossed[-1]:,.0f} (words seen {words_seen:,.0f})")
-        if step % config.checkpoint.every_steps == 0 or step == num_steps:
+        if step % config.checkpoint.every_steps == 0 or step == last_step:
             save(step)
     if pending is not None:
         record(*jax.device_get(pending))
@@ -305,11 +316,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     checkpointer.close()
 
     wall = time.perf_counter() - run_start
-    steps_run = num_steps - start_step
+    steps_run = last_step - start_step
     timed = [h for h in history if h["tokens_per_s"] > 0]
     summary = {
         "parameters": num_params,
-        "steps": num_steps,
+        "steps": last_step,
         "tokens_seen": tokens_seen,
         "words_seen": words_seen,
         "final_train_loss": history[-1]["loss"] if history else math.nan,

@@ -1,0 +1,27 @@
+"""Runs a 3-step tiny training as one of N JAX processes on localhost (test_training helper).
+
+    python multiprocess_train.py CORPUS_DIR WORKDIR NUM_PROCESSES PROCESS_ID PORT
+"""
+import pathlib
+import sys
+
+from conftest import tiny_config
+
+from babylm_jax.training import trainer
+
+
+def main() -> None:
+    corpus_dir, workdir, num_processes, process_id, port = sys.argv[1:]
+    config = tiny_config(pathlib.Path(corpus_dir))
+    config.train.update(num_steps=3, eval_every_steps=100)
+    config.mesh.num_devices = 0
+    if int(num_processes) > 1:
+        config.distributed.update(
+            initialize=True, coordinator_address=f"localhost:{port}",
+            num_processes=int(num_processes), process_id=int(process_id),
+        )
+    trainer.train_and_evaluate(config, workdir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The Transformer stack: causality, segment isolation, scan == loop, and the objectives."""
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from babylm_jax.model import objectives
+from babylm_jax.model.transformer import ModelConfig, Transformer, stack_layer_params, unstack_layer_params
+
+V, L = 50, 12
+SPECIAL = (0, 1, 2, 3, 4, 5, 6)
+MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=V, special_ids=SPECIAL)
+
+
+def make(family="causal", **overrides):
+    config = ModelConfig(family=family, vocab_size=V, d_model=32, num_layers=2, num_heads=4, d_ff=48, **overrides)
+    model = Transformer(config)
+    tokens = jax.random.randint(jax.random.key(1), (2, L), 7, V)
+    params = nn.meta.unbox(model.init(jax.random.key(0), tokens))
+    return model, params, tokens
+
+
+def test_causal_logits_do_not_see_the_future():
+    model, params, tokens = make("causal")
+    changed = tokens.at[:, 6:].set((tokens[:, 6:] + 3) % V)
+    a, b = model.apply(params, tokens), model.apply(params, changed)
+    np.testing.assert_allclose(a[:, :6], b[:, :6], atol=1e-6)
+    assert np.abs(a[:, 6:] - b[:, 6:]).max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm"])
+def test_packed_documents_do_not_see_each_other(family):
+    model, params, tokens = make(family)
+    segments = jnp.array([[1] * 5 + [2] * 4 + [0] * 3] * 2)
+    positions = jnp.array([list(range(5)) + list(range(4)) + [0] * 3] * 2)
+    changed = tokens.at[:, 5:9].set((tokens[:, 5:9] + 3) % V)  # edit document 2 only
+    a = model.apply(params, tokens, segments, positions)
+    b = model.apply(params, changed, segments, positions)
+    np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)
+    # Document 2 alone in its own row gives the same logits as packed behind document 1.
+    alone = model.apply(params, tokens[:, 5:9], jnp.ones((2, 4), jnp.int32), positions[:, 5:9])
+    np.testing.assert_allclose(a[:, 5:9], alone, atol=1e-5)
+
+
+def test_encoder_sees_both_directions():
+    model, params, tokens = make("mlm")
+    changed = tokens.at[:, -1].set((tokens[:, -1] + 3) % V)
+    assert np.abs(model.apply(params, tokens)[:, 0] - model.apply(params, changed)[:, 0]).max() > 1e-4
+
+
+@pytest.mark.parametrize("family", ["causal", "hybrid"])
+def test_scan_and_loop_stacks_agree(family):
+    model, params, tokens = make(family)
+    scanned = Transformer(dataclasses.replace(model.config, scan_layers=True, remat="full"))
+    scan_params = stack_layer_params(params, 2)
+    np.testing.assert_allclose(model.apply(params, tokens), scanned.apply(scan_params, tokens), atol=1e-5)
+    _, hidden_loop = model.apply(params, tokens, return_hidden_states=True, method=Transformer.encode)
+    _, hidden_scan = scanned.apply(scan_params, tokens, return_hidden_states=True, method=Transformer.encode)
+    assert hidden_loop.shape == (3, 2, L, 32)
+    np.testing.assert_allclose(hidden_loop, hidden_scan, atol=1e-5)
+    back = unstack_layer_params(scan_params, 2)
+    assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), back, params))
+
+
+def _batch(tokens):
+    b, length = tokens.shape
+    return {
+        "tokens": tokens,
+        "segment_ids": jnp.ones((b, length), jnp.int32),
+        "positions": jnp.broadcast_to(jnp.arange(length), (b, length)),
+    }
+
+
+def _reference_ce(logits, targets, weights):
+    """Slow reference: a Python loop over weighted positions."""
+    logp = np.asarray(jax.nn.log_softmax(logits, axis=-1))
+    terms = [-logp[b, t, targets[b, t]] for b in range(targets.shape[0]) for t in range(targets.shape[1]) if weights[b, t]]
+    return float(np.mean(terms)), len(terms)
+
+
+def test_causal_loss_predicts_the_next_token():
+    model, params, tokens = make("causal")
+    loss, aux = objectives.compute_loss(model, params, _batch(tokens), jax.random.key(3))
+    logits = np.asarray(model.apply(params, tokens))
+    targets = np.pad(np.asarray(tokens)[:, 1:], ((0, 0), (0, 1)))
+    weights = np.ones_like(targets, bool)
+    weights[:, -1] = False
+    expected, count = _reference_ce(logits, targets, weights)
+    assert float(aux["predicted_tokens"]) == count == 2 * (L - 1)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def _masked_inputs(rng, batch, rate):
+    mask_rng, corrupt_rng, _ = jax.random.split(rng, 3)
+    masked = objectives.choose_masked_positions(mask_rng, batch, rate, MASKING)
+    return masked, objectives.corrupt(corrupt_rng, batch["tokens"], masked, MASKING)
+
+
+def test_mlm_loss_counts_only_masked_positions():
+    model, params, tokens = make("mlm")
+    batch, rng = _batch(tokens), jax.random.key(4)
+    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4, masking=MASKING)
+    masked, inputs = _masked_inputs(rng, batch, 0.4)
+    assert 0 < int(masked.sum()) < tokens.size
+    logits = np.asarray(model.apply(params, inputs))
+    expected, count = _reference_ce(logits, np.asarray(tokens), np.asarray(masked))
+    assert float(aux["predicted_tokens"]) == count
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_mntp_targets_are_shifted_by_exactly_one():
+    model, params, tokens = make("hybrid")
+    batch, rng = _batch(tokens), jax.random.key(5)
+    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4, masking=MASKING, causal_rows=1)
+    masked, inputs = _masked_inputs(rng, batch, 0.4)
+    masked = np.asarray(masked).copy()
+    masked[0] = False  # row 0 is a causal row: unmasked input, next-token targets
+    inputs = np.asarray(inputs).copy()
+    inputs[0] = np.asarray(tokens[0])
+    logits = np.asarray(model.apply(params, jnp.asarray(inputs), causal=jnp.array([True, False])))
+    targets = np.pad(np.asarray(tokens)[:, 1:], ((0, 0), (0, 1)))
+    weights = np.zeros_like(masked)
+    weights[0, :-1] = True
+    weights[1, :-1] = masked[1, 1:]  # the masked token at i is predicted at i - 1
+    expected, count = _reference_ce(logits, targets, weights)
+    assert float(aux["predicted_tokens"]) == count
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_masking_rate_and_whole_words():
+    tokens = jax.random.randint(jax.random.key(6), (64, 64), 7, V)
+    batch = _batch(tokens)
+    masked = objectives.choose_masked_positions(jax.random.key(7), batch, 0.3, MASKING)
+    assert float(masked.mean()) == pytest.approx(0.3, abs=0.02)
+    word_starts = (jax.random.uniform(jax.random.key(8), tokens.shape) < 0.4).astype(jnp.int32).at[:, 0].set(1)
+    whole = dataclasses.replace(MASKING, whole_word=True)
+    masked = np.asarray(objectives.choose_masked_positions(jax.random.key(9), {**batch, "word_starts": word_starts}, 0.3, whole))
+    word_id = np.cumsum(np.asarray(word_starts), axis=1)
+    for row in range(64):
+        for w in np.unique(word_id[row]):
+            assert len(set(masked[row][word_id[row] == w])) == 1  # a word is masked whole or not at all
+    assert masked.mean() == pytest.approx(0.3, abs=0.04)
+    corrupted = np.asarray(objectives.corrupt(jax.random.key(10), tokens, jnp.asarray(masked), MASKING))
+    changed = corrupted[masked]
+    assert (changed == 4).mean() == pytest.approx(0.8, abs=0.05)
+    np.testing.assert_array_equal(corrupted[~masked], np.asarray(tokens)[~masked])

@@ -1,0 +1,208 @@
+"""Golden small runs of the trainer: loss falls, resume is exact, sharding changes nothing."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from conftest import tiny_config
+
+from babylm_jax.data import pipeline
+from babylm_jax.training import checkpoint, trainer
+from babylm_jax.training.state import build_model
+
+
+def read_metrics(workdir) -> tuple[dict[int, dict], list[dict]]:
+    """(train records by step, eval records) from metrics.jsonl."""
+    train, evals = {}, []
+    for line in pathlib.Path(workdir, "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if "eval_loss" in record:
+            evals.append(record)
+        else:
+            train[record["step"]] = record
+    return train, evals
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
+    config = tiny_config(tiny_corpus_dir, family)
+    if family == "causal":
+        config.checkpoint.update(word_milestones=True, milestone_unit=500)
+    if family == "hybrid":
+        config.train.ema_decay = 0.9
+    summary = trainer.train_and_evaluate(config, str(tmp_path))
+    train, evals = read_metrics(tmp_path)
+    first = np.mean([train[s]["loss"] for s in (1, 2, 3)])
+    last = np.mean([train[s]["loss"] for s in (28, 29, 30)])
+    assert last < (0.65 if family == "causal" else 0.85) * first, (family, first, last)
+    assert evals[-1]["eval_loss"] < evals[0]["eval_loss"]
+    assert summary["tokens_seen"] == 30 * 8 * 32
+    assert summary["words_seen"] == pytest.approx(train[30]["words_seen"])
+
+    if family == "causal":  # a milestone checkpoint at the first step whose words reach it
+        milestones = sorted(int(p.name) for p in (tmp_path / "milestones").iterdir())
+        words = {s: r["words_seen"] for s, r in train.items()}
+        expected = [s for s in sorted(words) if int(words[s] // 500) > int(words.get(s - 1, 0) // 500)]
+        assert milestones == expected and len(expected) >= 5
+        loaded = checkpoint.load_for_eval(str(tmp_path), step=milestones[0])
+        assert loaded.step == milestones[0] and loaded.words_seen == pytest.approx(words[milestones[0]])
+
+    if family == "hybrid":  # EMA params differ from the raw ones and are what eval uses
+        ema = checkpoint.load_for_eval(str(tmp_path))
+        raw = checkpoint.load_for_eval(str(tmp_path), use_ema=False)
+        assert ema.used_ema and not raw.used_ema
+        diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
+        assert max(jax.tree.leaves(diff)) > 1e-4
+        data = pipeline.build_train_data(config, str(tmp_path))
+        masking = trainer.make_masking(config, data.tokenizer)
+        eval_step = jax.jit(trainer.make_eval_step(config, ema.model, masking))
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
+        batches = data.eval_batches[: config.train.eval_batches]
+        assert trainer.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+        assert trainer.evaluate_loss(eval_step, raw.params, batches, mesh) != pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+
+
+class RecordingIterator:
+    """Wraps the grain iterator, keeping every batch it hands out (state calls pass through)."""
+
+    def __init__(self, inner, seen):
+        self.inner, self.seen = inner, seen
+
+    def __next__(self):
+        batch = next(self.inner)
+        self.seen.append(batch["tokens"].copy())
+        return batch
+
+    def get_state(self):
+        return self.inner.get_state()
+
+    def set_state(self, state):
+        self.inner.set_state(state)
+
+
+def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, monkeypatch):
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=8, eval_every_steps=100)
+    config.checkpoint.every_steps = 4
+    seen: dict[str, list] = {}
+    real_build = pipeline.build_train_data
+
+    def recording_build(cfg, workdir, **kwargs):
+        data = real_build(cfg, workdir, **kwargs)
+        data.train_iterator = RecordingIterator(data.train_iterator, seen.setdefault(str(workdir), []))
+        return data
+
+    monkeypatch.setattr(trainer, "build_train_data", recording_build)
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    trainer.train_and_evaluate(config, str(straight))
+    trainer.train_and_evaluate(config, str(resumed), stop_at_step=4)
+    assert sorted(int(p.name) for p in (resumed / "checkpoints").iterdir()) == [4]
+    trainer.train_and_evaluate(config, str(resumed))  # picks up at step 4
+
+    a, b = read_metrics(straight)[0], read_metrics(resumed)[0]
+    assert [a[s]["loss"] for s in range(1, 9)] == [b[s]["loss"] for s in range(1, 9)]
+    batches_a, batches_b = seen[str(straight)], seen[str(resumed)]
+    assert len(batches_a) == len(batches_b) == 8
+    for x, y in zip(batches_a, batches_b):
+        np.testing.assert_array_equal(x, y)
+
+
+def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=3, eval_every_steps=100)
+    config.mesh.update(**mesh)
+    trainer.train_and_evaluate(config, str(workdir))
+    train = read_metrics(workdir)[0]
+    return [train[s]["loss"] for s in (1, 2, 3)]
+
+
+def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, tmp_path):
+    assert jax.device_count() == 8
+    single = _losses_on(tiny_corpus_dir, tmp_path / "one", num_devices=1)
+    dp = _losses_on(tiny_corpus_dir, tmp_path / "dp", num_devices=8)
+    fsdp = _losses_on(tiny_corpus_dir, tmp_path / "fsdp", num_devices=8, fsdp=4)
+    np.testing.assert_allclose(dp, single, rtol=2e-5)
+    np.testing.assert_allclose(fsdp, single, rtol=2e-5)
+
+
+def test_fsdp_shards_parameters(tiny_corpus_dir):
+    from babylm_jax.training import sharding
+    from babylm_jax.training.state import boxed_init_fn
+    from babylm_jax.training import optim
+
+    config = tiny_config(tiny_corpus_dir)
+    config.mesh.update(num_devices=8, fsdp=4)
+    model = build_model(config)
+    init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
+    mesh = sharding.make_mesh(config.mesh)
+    shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
+    spec = shardings.params["params"]["layers_0"]["mlp"]["gate_up"]["kernel"].spec
+    assert spec[0] == "fsdp"  # the "embed" axis of the MLP kernel is split over fsdp
+
+
+def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
+    script = pathlib.Path(__file__).with_name("multiprocess_train.py")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    port = str(20000 + os.getpid() % 20000)
+
+    def launch(workdir, num_processes, process_id):
+        args = [sys.executable, str(script), str(tiny_corpus_dir), str(workdir), str(num_processes), str(process_id), port]
+        return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = [launch(tmp_path / "two", 2, i) for i in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    single = launch(tmp_path / "one", 1, 0)
+    single_output = single.communicate(timeout=300)[0]
+    for p, out in zip(procs + [single], outputs + [single_output]):
+        assert p.returncode == 0, out[-3000:]
+    two, one = read_metrics(tmp_path / "two")[0], read_metrics(tmp_path / "one")[0]
+    np.testing.assert_allclose([two[s]["loss"] for s in (1, 2, 3)], [one[s]["loss"] for s in (1, 2, 3)], rtol=2e-5)
+    assert two[3]["words_seen"] == pytest.approx(one[3]["words_seen"])
+
+
+def test_config_errors_name_the_key(tiny_corpus_dir, tmp_path):
+    config = tiny_config(tiny_corpus_dir)
+    config.train.seq_len = 128
+    with pytest.raises(ValueError, match="train.seq_len=128 exceeds model.max_len=64"):
+        trainer.train_and_evaluate(config, str(tmp_path / "a"))
+    config = tiny_config(tiny_corpus_dir)
+    with config.unlocked():
+        config.model.num_layer = 3
+    with pytest.raises(ValueError, match="model.num_layer"):
+        trainer.train_and_evaluate(config, str(tmp_path / "b"))
+    config = tiny_config(tiny_corpus_dir)
+    config.data.corpus = str(tmp_path / "no_such_dir")
+    with pytest.raises(ValueError, match="no_such_dir"):
+        trainer.train_and_evaluate(config, str(tmp_path / "c"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("\n\n", encoding="utf-8")
+    config.data.corpus = str(empty)
+    with pytest.raises(ValueError, match=r"a\.txt.*empty"):
+        trainer.train_and_evaluate(config, str(tmp_path / "d"))
+
+
+def test_incompatible_workdir_is_refused_and_untouched(tiny_corpus_dir, tmp_path):
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=2, eval_every_steps=100)
+    trainer.train_and_evaluate(config, str(tmp_path))
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    config.model.d_model = 64
+    with pytest.raises(ValueError, match="model.d_model=32"):
+        trainer.train_and_evaluate(config, str(tmp_path))
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_unknown_override_on_the_command_line_is_refused(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "babylm_jax.train", "--config", "configs/base.py", "--workdir", str(tmp_path),
+         "--config.train.num_stepz=3"],
+        cwd=pathlib.Path(__file__).parents[1], capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "num_stepz" in result.stderr
+    assert not any(tmp_path.iterdir())
