@@ -82,10 +82,11 @@ def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[s
     dropped_lines = 0
     for source, text in raw:
         text = normalize(text)
-        if line_filter is not None:
-            kept = [line for line in text.split("\n") if line_filter(line)]
-            dropped_lines += text.count("\n") + 1 - len(kept) if text else 0
-            text = "\n".join(kept)
+        if line_filter is not None and text:
+            lines = text.split("\n")
+            keep = line_filter.keep_lines(lines)
+            dropped_lines += int((~keep).sum())
+            text = "\n".join(line for line, k in zip(lines, keep) if k)
         if not text.strip():
             continue
         segmented = words.jieba_words(text)

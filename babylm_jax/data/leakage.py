@@ -1,0 +1,215 @@
+"""Evaluation-leakage check: which evaluation sentences occur in the training corpus.
+
+Two tests, both with 64-bit polynomial hashes computed in numpy (no pairwise comparison):
+- exact: a training sentence equals an evaluation sentence (both normalised, whitespace
+  removed, split at sentence-final punctuation and line breaks; sentences of at least
+  `EXACT_MIN_CHARS` characters);
+- n-gram: a training line shares a character n-gram (default 13) with an evaluation item.
+Evaluation items come from the task files under a data directory (see `iter_eval_items`).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Iterator
+
+import numpy as np
+
+from babylm_jax.data import corpus
+
+EXACT_MIN_CHARS = 6
+_BASE = np.uint64(0x100000001B3)
+_BASE_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+_SEPARATORS = np.array([ord(c) for c in "\n。！？!?；;…"], dtype=np.uint64)
+_WHITESPACE = re.compile(r"[^\S\n]+")
+
+# task folder -> fields holding evaluation text (line-JSON files)
+TASK_FIELDS = {
+    "zhoblimp": ("sentence_good", "sentence_bad"),
+    "hanzi_structure": ("sentence_good", "sentence_bad"),
+    "hanzi_pinyin": ("sentence_good", "sentence_bad"),
+    "xcomps_zh": ("acceptable_sent", "unacceptable_sent"),
+    "afqmc": ("sentence1", "sentence2"),
+    "ocnli": ("sentence1", "sentence2"),
+    "diagnostic_nli": ("sentence1", "sentence2"),
+    "tnews": ("sentence",),
+    "cluewsc2020": ("text",),
+}
+
+
+def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(
+        p for p in folder.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".jsonl") and "excluded" not in str(p.relative_to(folder)).lower()
+    )
+
+
+def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
+    """(task, text) for every evaluation text found under `data_dir`.
+
+    Reads zhoblimp/, hanzi_*/ (sentence_good/sentence_bad), xcomps_zh/ (acceptable_sent/
+    unacceptable_sent), the CLUE folders (sentence1/sentence2/sentence/text) and c3/
+    (whole-file JSON lists of [context lines, questions, id]). Folders named *excluded* are skipped.
+    """
+    data_dir = pathlib.Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"Evaluation data directory not found: {data_dir}")
+    folders = sorted(p for p in data_dir.iterdir() if p.is_dir())
+    for folder in folders:
+        task = folder.name
+        if task == "c3":
+            for path in _task_files(folder):
+                for entry in json.loads(path.read_text(encoding="utf-8")):
+                    for line in entry[0]:
+                        yield task, line
+            continue
+        fields = TASK_FIELDS.get(task) or (TASK_FIELDS["zhoblimp"] if task.startswith("hanzi_") else None)
+        if fields is None:
+            continue
+        for path in _task_files(folder):
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise ValueError(f"{path}:{number}: malformed JSON ({e.msg})") from e
+                    for field in fields:
+                        if isinstance(row.get(field), str):
+                            yield task, row[field]
+
+
+def _codes(text: str) -> np.ndarray:
+    """Code points (uint64) of `text` with spaces and tabs removed (line breaks kept)."""
+    return np.frombuffer(_WHITESPACE.sub("", text).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+
+
+def _prefix_tables(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(powers, scaled prefix sums) so that hash(s, e) = powers[e] * (prefix[e] - prefix[s])."""
+    n = len(codes)
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _BASE, np.uint64)]), dtype=np.uint64)
+        inv_powers = np.cumprod(np.full(n, _BASE_INV, np.uint64), dtype=np.uint64)  # BASE^-(j+1)
+        prefix = np.concatenate([[np.uint64(0)], np.cumsum((codes + np.uint64(1)) * inv_powers, dtype=np.uint64)])
+    return powers, prefix
+
+
+def _span_hashes(powers: np.ndarray, prefix: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return powers[ends] * (prefix[ends] - prefix[starts])
+
+
+def text_hashes(text: str, ngram: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(sentence hashes, sentence line index, n-gram hashes, n-gram line index) of `text`.
+
+    Line index = which line of `text` each sentence / n-gram lies in.
+    """
+    codes = _codes(text)
+    powers, prefix = _prefix_tables(codes)
+    is_separator = np.isin(codes, _SEPARATORS)
+    is_newline = codes == ord("\n")
+    line_of = np.cumsum(is_newline) - is_newline  # line index of each character
+    cut = np.flatnonzero(is_separator)
+    starts = np.concatenate([[0], cut + 1])
+    ends = np.concatenate([cut, [len(codes)]])
+    keep = ends - starts >= EXACT_MIN_CHARS
+    sentences = _span_hashes(powers, prefix, starts[keep], ends[keep])
+    sentence_line = line_of[starts[keep]] if len(codes) else np.zeros(0, np.int64)
+    # n-grams that do not cross a line break
+    newline_before = np.concatenate([[0], np.cumsum(is_newline)])
+    gram_starts = np.arange(max(len(codes) - ngram + 1, 0))
+    clean = newline_before[gram_starts + ngram] == newline_before[gram_starts]
+    gram_starts = gram_starts[clean]
+    grams = _span_hashes(powers, prefix, gram_starts, gram_starts + ngram)
+    return sentences, sentence_line, grams, line_of[gram_starts]
+
+
+def _joined_hashes(texts: list[str], ngram: int):
+    """Hashes of many texts at once (joined by line breaks) with the text index of each hash."""
+    sentences, sentence_line, grams, gram_line = text_hashes("\n".join(texts), ngram)
+    lines_per_text = np.fromiter((t.count("\n") + 1 for t in texts), dtype=np.int64, count=len(texts))
+    text_of_line = np.repeat(np.arange(len(texts)), lines_per_text)
+    return sentences, text_of_line[sentence_line], grams, text_of_line[gram_line], sentence_line, gram_line
+
+
+class LeakDetector:
+    """Hash sets of the evaluation items; also the line filter used to drop leaked lines."""
+
+    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize_config):
+        self.ngram = ngram
+        self.normalize = corpus.make_normalizer(normalize_config)
+        self.tasks = sorted({task for task, _ in items})
+        self.item_task = np.asarray([self.tasks.index(task) for task, _ in items], dtype=np.int64)
+        texts = [self.normalize(text) for _, text in items]
+        sentences, self.sentence_item, grams, self.gram_item, _, _ = _joined_hashes(texts, ngram)
+        self.item_sentences, self.item_grams = sentences, grams
+        self.sentence_set, self.gram_set = np.unique(sentences), np.unique(grams)
+        self.fingerprint = {"ngram": ngram, "items": len(items), "sentences": _digest(self.sentence_set), "grams": _digest(self.gram_set)}
+
+    @classmethod
+    def from_data_dir(cls, data_dir, ngram: int, normalize_config) -> "LeakDetector":
+        return cls(list(iter_eval_items(data_dir)), ngram, normalize_config)
+
+    def keep_lines(self, lines: list[str]) -> np.ndarray:
+        """[lines] bool: True for (normalised) lines that share nothing with the evaluation items."""
+        sentences, sentence_line, grams, gram_line, _, _ = _joined_hashes(lines, self.ngram)
+        keep = np.ones(len(lines), bool)
+        keep[sentence_line[_member(sentences, self.sentence_set)]] = False
+        keep[gram_line[_member(grams, self.gram_set)]] = False
+        return keep
+
+    def report(self, texts, batch_chars: int = 1_000_000) -> dict:
+        """Scans training `texts` (in batches); counts leaked evaluation items per task."""
+        found_sentences, found_grams = [], []
+        lines_hit = documents_hit = 0
+        for batch in _batches(texts, batch_chars):
+            sentences, sentence_doc, grams, gram_doc, sentence_line, gram_line = _joined_hashes(batch, self.ngram)
+            sentence_hit, gram_hit = _member(sentences, self.sentence_set), _member(grams, self.gram_set)
+            found_sentences.append(sentences[sentence_hit])
+            found_grams.append(grams[gram_hit])
+            lines_hit += len(np.union1d(sentence_line[sentence_hit], gram_line[gram_hit]))
+            documents_hit += len(np.union1d(sentence_doc[sentence_hit], gram_doc[gram_hit]))
+        found_sentences = np.unique(np.concatenate(found_sentences)) if found_sentences else np.zeros(0, np.uint64)
+        found_grams = np.unique(np.concatenate(found_grams)) if found_grams else np.zeros(0, np.uint64)
+        exact_items = np.unique(self.sentence_item[_member(self.item_sentences, found_sentences)])
+        gram_items = np.unique(self.gram_item[_member(self.item_grams, found_grams)])
+        leaked_items = np.union1d(exact_items, gram_items)
+        count = lambda items: np.bincount(self.item_task[items], minlength=len(self.tasks))  # noqa: E731
+        totals, exact, gram, leaked = count(np.arange(len(self.item_task))), count(exact_items), count(gram_items), count(leaked_items)
+        return {
+            "ngram": self.ngram,
+            "exact_min_chars": EXACT_MIN_CHARS,
+            "training_lines_hit": int(lines_hit),
+            "training_documents_hit": int(documents_hit),
+            "tasks": {
+                task: {"items": int(totals[t]), "exact": int(exact[t]), "ngram": int(gram[t]), "leaked": int(leaked[t])}
+                for t, task in enumerate(self.tasks)
+            },
+        }
+
+
+def _batches(texts, batch_chars: int) -> Iterator[list[str]]:
+    batch, chars = [], 0
+    for text in texts:
+        batch.append(text)
+        chars += len(text)
+        if chars >= batch_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if not len(sorted_set):
+        return np.zeros(len(values), bool)
+    index = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[index] == values
+
+
+def _digest(values: np.ndarray) -> str:
+    import hashlib
+
+    return hashlib.sha256(values.tobytes()).hexdigest()[:16]

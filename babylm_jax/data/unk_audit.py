@@ -1,0 +1,37 @@
+"""UNK audit: the share of hanzi items scored wrong under the official UNK rule.
+
+Official rule (hanzi_structure, hanzi_pinyin and their hidden twins): an item is wrong when
+either `sentence_good` or `sentence_bad` contains the tokenizer's UNK.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from babylm_jax.data.tokenizer import Tokenizer
+
+
+def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in pathlib.Path(data_dir).glob("hanzi_*") if p.is_dir())
+
+
+def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
+    """{task: {"items", "unk_items", "unk_share"}} for every hanzi_* folder under `data_dir`."""
+    report = {}
+    for folder in hanzi_folders(data_dir):
+        items = unk_items = 0
+        for path in sorted(folder.rglob("*.jsonl")):
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                        pair = (row["sentence_good"], row["sentence_bad"])
+                    except (json.JSONDecodeError, KeyError) as e:
+                        raise ValueError(f"{path}:{number}: expected JSON with sentence_good/sentence_bad ({e})") from e
+                    items += 1
+                    if tokenizer.unk_id is not None:
+                        unk_items += any(tokenizer.unk_id in tokenizer.encode(s) for s in pair)
+        report[folder.name] = {"items": items, "unk_items": unk_items, "unk_share": unk_items / max(items, 1)}
+    return report

@@ -1,0 +1,64 @@
+"""Prepare a corpus: `python -m babylm_jax.prepare --config CONFIG --workdir DIR [--data_dir DIR]`.
+
+Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
+(<workdir>/tokenizer) and tokenises the corpus into the sharded token cache under
+<workdir>/data, all resumable. With --data_dir, also writes <workdir>/leakage.json (which
+evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
+audit. `train` runs the same steps itself when the cache is missing.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from babylm_jax.data import cache, leakage, pipeline, unk_audit
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Evaluation data directory for the leakage check and UNK audit.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def _table(rows: list[list], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = lambda row: "  ".join(str(x).rjust(w) for x, w in zip(row, widths))  # noqa: E731
+    return "\n".join([line(header)] + [line(r) for r in rows])
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    config, workdir = _CONFIG.value, pathlib.Path(_WORKDIR.value)
+    prepared = pipeline.prepare_corpus(config, workdir)
+    report = prepared.budget_report
+    print(f"budget: {report['words']:,} jieba words of {report['word_budget']:,}"
+          f"{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}  -> {prepared.budget_path}")
+    print(_table([[name, s["documents"], s["lines"], s["characters"], s["words"]] for name, s in report["sources"].items()],
+                 ["source", "documents", "lines", "characters", "words"]))
+    print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / 'tokenizer'}")
+    print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
+          f"-> {prepared.tokens.directory}")
+    data_dir = _DATA_DIR.value or config.data.leakage.data_dir
+    if not data_dir:
+        return
+    detector = leakage.LeakDetector.from_data_dir(data_dir, int(config.data.leakage.ngram), config.data.normalize)
+    leaks = detector.report(prepared.corpus.iter_texts())
+    cache.atomic_write_json(workdir / "leakage.json", leaks)
+    print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "
+          f"-> {workdir / 'leakage.json'}")
+    print(_table([[t, s["items"], s["exact"], s["ngram"], s["leaked"]] for t, s in leaks["tasks"].items()],
+                 ["task", "items", "exact", "ngram", "leaked"]))
+    if unk_audit.hanzi_folders(data_dir):
+        audit = unk_audit.unk_audit(prepared.tokenizer, data_dir)
+        print("UNK audit (items wrong under the official UNK rule):")
+        print(_table([[t, s["items"], s["unk_items"], f"{s['unk_share']:.2%}"] for t, s in audit.items()],
+                     ["task", "items", "unk_items", "unk_share"]))
+        cache.atomic_write_json(workdir / "unk_audit.json", audit)
+    print(json.dumps({"leaked_items": sum(s["leaked"] for s in leaks["tasks"].values())}))
+
+
+if __name__ == "__main__":
+    app.run(main)
