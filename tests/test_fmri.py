@@ -97,8 +97,8 @@ def test_planted_signal_is_recovered_near_the_ceiling(synth):
                                     for split in ("train", "dev")]) for s in ("01", "02")}
     train, dev = _split_rows([70, 30])
     settings = fmri.WordFmriSettings()
-    planted = fmri.score_word_fmri(x, responses, dev, train, dev, settings)
-    shuffled = fmri.score_word_fmri(np.random.default_rng(0).permutation(x), responses, dev, train, dev, settings)
+    planted = fmri.score_word_fmri(x, responses, train, dev, dev, settings)
+    shuffled = fmri.score_word_fmri(np.random.default_rng(0).permutation(x), responses, train, dev, dev, settings)
     planted_mean = np.mean([v["score"] for v in planted.values()])
     assert 0.9 * truth["word_fmri"]["ceiling"] <= planted_mean <= truth["word_fmri"]["ceiling"] + 0.02
     # The top-10% statistic is biased up even for noise; the mean over all words is not.

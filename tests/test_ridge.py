@@ -21,12 +21,13 @@ def _sklearn_predict(x_train, y_train, x_eval, penalty, fit_intercept):
     return model.fit(x_train.astype(np.float64), y_train.astype(np.float64)).predict(x_eval.astype(np.float64))
 
 
-@pytest.mark.parametrize("features,fit_intercept", [(12, True), (12, False), (70, True)])  # 70 > 40 rows: dual
-def test_predictions_equal_sklearn_for_each_penalty(features, fit_intercept):
+@pytest.mark.parametrize("features,fit_intercept,form", [(12, True, "auto"), (12, False, "auto"),
+                                                          (70, True, "auto"), (12, True, "svd")])
+def test_predictions_equal_sklearn_for_each_penalty(features, fit_intercept, form):
     x, y = _data(55, features, 37)
     train = np.arange(55) < 40
-    solver = ridge.RidgeSolver(x, train, fit_intercept=fit_intercept, voxel_chunk=16)  # 3 voxel chunks
-    assert solver.dual == (features > 40)
+    solver = ridge.RidgeSolver(x, train, fit_intercept=fit_intercept, form=form, voxel_chunk=16)  # 3 voxel chunks
+    assert solver.form == {"svd": "svd", "auto": "dual" if features > 40 else "primal"}[form]  # 70 > 40 rows: dual
     for penalty in PENALTIES:
         ours = solver.predict(y, ~train, penalty)[0]
         reference = _sklearn_predict(x[train], y[train], x[~train], penalty, fit_intercept)

@@ -38,6 +38,7 @@ Settings come from the task spec's `settings` and can be overridden with
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import pathlib
 from typing import Any, Iterable, Iterator, Sequence
@@ -87,11 +88,21 @@ class FmriSettings:
     voxel_chunk: int = 2048
 
 
+def _literal(value: Any) -> Any:
+    """A command-line string as a Python literal ("True", "[1, 2]", "0.5"); other strings unchanged."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return value
+
+
 def resolve_settings(cls, task: str, settings: dict, extra: dict):
     """`cls` from the spec's settings, overridden by `extra["<task>.<field>"]`; unknown keys are errors."""
     fields = {f.name for f in dataclasses.fields(cls)}
     values = dict(settings)
-    values.update({k.split(".", 1)[1]: v for k, v in extra.items() if k.startswith(task + ".")})
+    values.update({k.split(".", 1)[1]: _literal(v) for k, v in extra.items() if k.startswith(task + ".")})
     unknown = sorted(set(values) - fields)
     if unknown:
         raise ValueError(f"task {task}: unknown setting(s) {unknown}; known: {sorted(fields)}")
@@ -146,7 +157,7 @@ def word_pattern_correlations(pred_WxV: np.ndarray, true_WxV: np.ndarray) -> np.
     return np.nan_to_num(r, nan=0.0)
 
 
-def score_word_fmri(x_NxD: np.ndarray, responses: dict[str, np.ndarray], select_N: np.ndarray, train_N: np.ndarray,
+def score_word_fmri(x_NxD: np.ndarray, responses: dict[str, np.ndarray], train_N: np.ndarray, select_N: np.ndarray,
                     eval_N: np.ndarray, settings: WordFmriSettings) -> dict[str, dict[str, Any]]:
     """Per subject: {"score", "mean_word_r" (all words, not official), "alpha"}; rows of `x` and every response are the stacked splits."""
     if settings.standardize_rows:
@@ -204,7 +215,7 @@ def run_word_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) 
     sweep = layer_list(settings.layers, loaded.model.config.num_layers, chosen)
     per_layer = {}
     for layer in tqdm(sweep, desc="word_fmri layers"):
-        per_layer[layer] = score_word_fmri(layers_LxWxD[layer], responses, masks[select], masks[train],
+        per_layer[layer] = score_word_fmri(layers_LxWxD[layer], responses, masks[train], masks[select],
                                            masks[evaluate], settings)
     chosen %= loaded.model.config.num_layers + 1
     layer_means = {layer: float(np.mean([v["score"] for v in r.values()])) for layer, r in per_layer.items()}

@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 import scipy.io
 
-from babylm_jax.eval import cogbench, fmri
+from babylm_jax.eval import cogbench, fmri, ridge
 
 MATLAB_73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Jan  1 00:00:00 1970 HDF5 schema 1.00 ."
 
@@ -164,7 +164,7 @@ def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: 
         for key in maps:
             s, y = np.concatenate(signals[key]), np.concatenate(responses_eval[key])
             per_group["/".join(key)] = float(np.mean(
-                np.asarray(fmri.ridge.column_correlation(s, y, np.ones(len(s), bool)))))
+                np.asarray(ridge.column_correlation(s, y, np.ones(len(s), bool)))))
         truth["fmri"] = {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
         (temp / "synth_truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
         os.replace(root, out / "cogbench")

@@ -9,17 +9,18 @@ training rows, so every fold has the same static shapes and the folds `vmap`. Ro
 the mask are zeroed before the decomposition and never touch the fit. Evaluation rows are
 another mask per fold (gathered to a fixed count M, padding masked out of the scores).
 
-Math (penalty `a` is sklearn's `alpha`: minimise |Xw - y|^2 + a |w|^2):
-- primal (features <= training rows): thin SVD Xc = U S V^T; W = V, gain = s / (s^2 + a).
-- dual (features > training rows): eigh of the Gram matrix Xc Xc^T = U S^2 U^T;
-  W = Xc^T U (= V S), gain = 1 / (s^2 + a).
-Either way, prediction for evaluation rows E is `(E - x_mean) W diag(gain) U^T (Y - y_mean)
+Math (penalty `a` is sklearn's `alpha`: minimise |Xw - y|^2 + a |w|^2), Xc = centred training rows:
+- "primal" (default when features <= training rows): eigh of Xc^T Xc = V S^2 V^T; W = V, US = Xc V.
+- "dual" (default when features > training rows): eigh of Xc Xc^T = U S^2 U^T; W = Xc^T U, US = U.
+- "svd": thin SVD Xc = U S V^T (the official fmri code's route; slower on CPU, more precise
+  for ill-conditioned features); W = V, US = U S.
+Every form predicts evaluation rows E as `(E - x_mean) W diag(1 / (s^2 + a)) US^T (Y - y_mean)
 + y_mean`, so each extra penalty costs one [M, K] x [K, V] product. Scores per voxel are
 reduced as soon as one penalty's predictions exist: the code never holds an
 [penalties, samples, voxels] tensor. Voxels go through in fixed-size chunks (one compile).
-Components with s <= max(1e-10, rcond * s_max) (primal) or s^2 <= rcond * s_max^2 (dual) are
-dropped: 1e-10 is the official floor, `rcond` guards float32 round-off (the Gram matrix
-squares the condition number, so the dual form is less precise on ill-conditioned data).
+Components with s <= max(1e-10, rcond * s_max) ("svd") or s^2 <= rcond * s_max^2 (Gram
+forms) are dropped: 1e-10 is the official floor, `rcond` guards float32 round-off (a Gram
+matrix squares the condition number, as sklearn's float32 Cholesky solver also does).
 With `fit_intercept`, X and Y are centred on the training rows' means, as sklearn `Ridge`.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 METRICS = ("mse", "corr")
-FORMS = ("auto", "primal", "dual")
+FORMS = ("auto", "primal", "dual", "svd")
 
 
 def contiguous_folds(num_rows: int, num_folds: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,31 +70,37 @@ def _score(pred_MxV: jax.Array, true_MxV: jax.Array, mask_M: jax.Array, metric: 
     return (((pred_MxV - true_MxV) ** 2) * w).sum(0) / jnp.maximum(w.sum(), 1.0)
 
 
-def _decompose(x_NxP, train_N, fit_intercept: bool, dual: bool, rcond: float):
-    """One fold: (x_mean_P, W_PxK, U_NxK, s_K, keep_K) of the masked, centred training rows."""
+def _decompose(x_NxP, train_N, fit_intercept: bool, form: str, rcond: float):
+    """One fold: (x_mean_P, W_PxK, US_NxK, s2_K, keep_K) of the masked, centred training rows Xc.
+
+    Every form gives predictions `(E - x_mean) W diag(1 / (s2 + a)) US^T (Y - y_mean)`.
+    """
     w = train_N.astype(x_NxP.dtype)
     x_mean = (x_NxP * w[:, None]).sum(0) / jnp.maximum(w.sum(), 1.0) if fit_intercept else jnp.zeros(x_NxP.shape[1])
     xc = (x_NxP - x_mean) * w[:, None]
-    if dual:
-        eigvals, u = jnp.linalg.eigh(xc @ xc.T)
-        s2 = jnp.maximum(eigvals, 0.0)
-        keep = s2 > jnp.maximum(1e-20, rcond * s2.max())
-        return x_mean, xc.T @ u, u, jnp.sqrt(s2), keep
-    u, s, vt = jnp.linalg.svd(xc, full_matrices=False)
-    keep = s > jnp.maximum(1e-10, rcond * s.max())
-    return x_mean, vt.T, u, s, keep
+    if form == "svd":
+        u, s, vt = jnp.linalg.svd(xc, full_matrices=False)
+        keep = s > jnp.maximum(1e-10, rcond * s.max())
+        return x_mean, vt.T, u * s, s * s, keep
+    if form == "dual":
+        s2, u = jnp.linalg.eigh(xc @ xc.T)
+        w_pxk, us_nxk = xc.T @ u, u
+    else:
+        s2, v = jnp.linalg.eigh(xc.T @ xc)
+        w_pxk, us_nxk = v, xc @ v
+    keep = s2 > jnp.maximum(1e-20, rcond * s2.max())
+    return x_mean, w_pxk, us_nxk, jnp.maximum(s2, 0.0), keep
 
 
-def _gains(s_K, keep_K, penalties, dual: bool):
-    """Shrinkage per component: [K] for a scalar penalty, [K, V] for a penalty per voxel."""
-    s = s_K if jnp.ndim(penalties) == 0 else s_K[:, None]
-    keep = keep_K if jnp.ndim(penalties) == 0 else keep_K[:, None]
-    gain = (1.0 if dual else s) / (s * s + penalties)
-    return jnp.where(keep, gain, 0.0)
+def _gains(s2_K, keep_K, penalties):
+    """1 / (s^2 + penalty) per component: [K] for a scalar penalty, [K, V] for a penalty per voxel."""
+    if jnp.ndim(penalties):
+        s2_K, keep_K = s2_K[:, None], keep_K[:, None]
+    return jnp.where(keep_K, 1.0 / (s2_K + penalties), 0.0)
 
 
 def _fold_path_scores(decomp, x_NxP, y_NxC, train_N, eval_idx_M, eval_mask_M, penalties_A,
-                      fit_intercept: bool, dual: bool, metric: str):
+                      fit_intercept: bool, metric: str):
     x_mean, w_pxk, u_nxk, s_k, keep_k = decomp
     w = train_N.astype(y_NxC.dtype)[:, None]
     y_mean = (y_NxC * w).sum(0) / jnp.maximum(w.sum(), 1.0) if fit_intercept else jnp.zeros(y_NxC.shape[1])
@@ -102,37 +109,37 @@ def _fold_path_scores(decomp, x_NxP, y_NxC, train_N, eval_idx_M, eval_mask_M, pe
     y_eval = y_NxC[eval_idx_M]
 
     def one_penalty(penalty):
-        pred = (a_mxk * _gains(s_k, keep_k, penalty, dual)) @ b_kxc + y_mean
+        pred = (a_mxk * _gains(s_k, keep_k, penalty)) @ b_kxc + y_mean
         return _score(pred, y_eval, eval_mask_M, metric)
 
     return jax.lax.map(one_penalty, penalties_A)
 
 
-def _fold_predict(decomp, x_NxP, y_NxC, train_N, eval_idx_M, penalties_C, fit_intercept: bool, dual: bool):
+def _fold_predict(decomp, x_NxP, y_NxC, train_N, eval_idx_M, penalties_C, fit_intercept: bool):
     x_mean, w_pxk, u_nxk, s_k, keep_k = decomp
     w = train_N.astype(y_NxC.dtype)[:, None]
     y_mean = (y_NxC * w).sum(0) / jnp.maximum(w.sum(), 1.0) if fit_intercept else jnp.zeros(y_NxC.shape[1])
     b_kxc = u_nxk.T @ ((y_NxC - y_mean) * w)
     a_mxk = (x_NxP[eval_idx_M] - x_mean) @ w_pxk
-    return a_mxk @ (_gains(s_k, keep_k, penalties_C, dual) * b_kxc) + y_mean
+    return a_mxk @ (_gains(s_k, keep_k, penalties_C) * b_kxc) + y_mean
 
 
-@functools.partial(jax.jit, static_argnames=("fit_intercept", "dual", "rcond"))
-def _decompose_folds(x_NxP, train_FxN, fit_intercept: bool, dual: bool, rcond: float):
-    return jax.vmap(lambda t: _decompose(x_NxP, t, fit_intercept, dual, rcond))(train_FxN)
+@functools.partial(jax.jit, static_argnames=("fit_intercept", "form", "rcond"))
+def _decompose_folds(x_NxP, train_FxN, fit_intercept: bool, form: str, rcond: float):
+    return jax.vmap(lambda t: _decompose(x_NxP, t, fit_intercept, form, rcond))(train_FxN)
 
 
-@functools.partial(jax.jit, static_argnames=("fit_intercept", "dual", "metric"))
+@functools.partial(jax.jit, static_argnames=("fit_intercept", "metric"))
 def _path_scores_chunk(decomps, x_NxP, y_NxC, train_FxN, eval_idx_FxM, eval_mask_FxM, penalties_A,
-                       fit_intercept: bool, dual: bool, metric: str):
-    fn = functools.partial(_fold_path_scores, fit_intercept=fit_intercept, dual=dual, metric=metric)
+                       fit_intercept: bool, metric: str):
+    fn = functools.partial(_fold_path_scores, fit_intercept=fit_intercept, metric=metric)
     return jax.vmap(fn, in_axes=(0, None, None, 0, 0, 0, None))(
         decomps, x_NxP, y_NxC, train_FxN, eval_idx_FxM, eval_mask_FxM, penalties_A)
 
 
-@functools.partial(jax.jit, static_argnames=("fit_intercept", "dual"))
-def _predict_chunk(decomps, x_NxP, y_NxC, train_FxN, eval_idx_FxM, penalties_C, fit_intercept: bool, dual: bool):
-    fn = functools.partial(_fold_predict, fit_intercept=fit_intercept, dual=dual)
+@functools.partial(jax.jit, static_argnames=("fit_intercept",))
+def _predict_chunk(decomps, x_NxP, y_NxC, train_FxN, eval_idx_FxM, penalties_C, fit_intercept: bool):
+    fn = functools.partial(_fold_predict, fit_intercept=fit_intercept)
     return jax.vmap(fn, in_axes=(0, None, None, 0, 0, None))(decomps, x_NxP, y_NxC, train_FxN, eval_idx_FxM, penalties_C)
 
 
@@ -161,10 +168,10 @@ class RidgeSolver:
             raise ValueError("features contain NaN or infinite values")
         self.train_FxN = _as_masks(train_masks_FxN, self.x_NxP.shape[0], "train_masks")
         num_features, max_train = self.x_NxP.shape[1], int(self.train_FxN.sum(1).max())
-        self.dual = form == "dual" or (form == "auto" and num_features > max_train)
+        self.form = ("dual" if num_features > max_train else "primal") if form == "auto" else form
         self.fit_intercept = fit_intercept
         self.voxel_chunk = voxel_chunk
-        self.decomps = _decompose_folds(self.x_NxP, jnp.asarray(self.train_FxN), fit_intercept, self.dual, rcond)
+        self.decomps = _decompose_folds(self.x_NxP, jnp.asarray(self.train_FxN), fit_intercept, self.form, rcond)
 
     def _eval_rows(self, eval_masks_FxN) -> tuple[jax.Array, jax.Array]:
         masks = _as_masks(eval_masks_FxN, self.x_NxP.shape[0], "eval_masks")
@@ -199,7 +206,7 @@ class RidgeSolver:
         penalties = jnp.asarray(penalties_A, jnp.float32)
         train = jnp.asarray(self.train_FxN)
         outs = [_path_scores_chunk(self.decomps, self.x_NxP, c, train, eval_idx, eval_valid, penalties,
-                                   self.fit_intercept, self.dual, metric) for c in chunks]
+                                   self.fit_intercept, metric) for c in chunks]
         return np.concatenate(jax.device_get(outs), axis=2)[:, :, :num_voxels]
 
     def predict(self, y_NxV, eval_masks_FxN, penalties_V) -> np.ndarray:
@@ -213,9 +220,8 @@ class RidgeSolver:
         penalties = np.pad(penalties, (0, chunk * len(chunks) - num_voxels), constant_values=1.0)
         train = jnp.asarray(self.train_FxN)
         outs = [_predict_chunk(self.decomps, self.x_NxP, c, train, eval_idx, jnp.asarray(penalties[i * chunk:(i + 1) * chunk]),
-                               self.fit_intercept, self.dual) for i, c in enumerate(chunks)]
-        pred = np.concatenate(jax.device_get(outs), axis=2)[:, :, :num_voxels]
-        return pred
+                               self.fit_intercept) for i, c in enumerate(chunks)]
+        return np.concatenate(jax.device_get(outs), axis=2)[:, :, :num_voxels]
 
 
 def best_penalty_index(scores_FxAxV: np.ndarray, metric: str, groups_V: np.ndarray | None = None,
