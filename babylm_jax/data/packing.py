@@ -45,7 +45,7 @@ def concat_layout(cache: TokenCache, doc_ids: np.ndarray, seq_len: int, keep_par
     # Cut points in the concatenated stream: every document start and every row start.
     doc_begin = stream_end - lengths
     cuts = np.union1d(doc_begin[doc_begin < limit], np.arange(0, limit, seq_len))
-    ends = np.append(cuts[1:], limit)
+    ends = np.append(cuts[1:], min(limit, total))
     keep = ends > cuts
     cuts, ends = cuts[keep], ends[keep]
     doc_index = np.searchsorted(stream_end, cuts, side="right")

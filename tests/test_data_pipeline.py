@@ -1,0 +1,164 @@
+"""Prepare (budget, token cache, resume) and the packed batch pipeline."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from babylm_jax.data import budget, cache, corpus, packing, pipeline, words
+from fixtures.data import synthetic
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    return synthetic.write_txt_corpus(tmp_path_factory.mktemp("corpus"), 120)
+
+
+@pytest.fixture(scope="module")
+def prepared(corpus_dir, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("work")
+    config = synthetic.tiny_config(corpus_dir, whole_word_masking=True)
+    return config, workdir, pipeline.build_train_data(config, workdir)
+
+
+def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
+    _, workdir, data = prepared
+    docs = synthetic.documents(120)
+    report = json.loads((workdir / "budget.json").read_text())
+    assert report["words"] == sum(len(list(__import__("jieba").cut(d))) for d in docs)
+    assert report["documents"] == 120 and report["characters"] == sum(map(len, docs))
+    assert report["sources"][str(corpus_dir)]["words"] == report["words"]
+    assert data.stats["train"]["words"] + data.stats["eval"]["words"] == report["words"]
+
+
+def test_over_budget_refused(corpus_dir, tmp_path):
+    config = synthetic.tiny_config(corpus_dir, word_budget=100)
+    with pytest.raises(budget.BudgetError, match="over data.word_budget=100"):
+        pipeline.prepare_corpus(config, tmp_path)
+    assert json.loads((tmp_path / "budget.json").read_text())["over_budget"]
+    config.data.allow_over_budget = True
+    pipeline.prepare_corpus(config, tmp_path)
+    assert json.loads((tmp_path / "budget.json").read_text())["allowed_over_budget"]
+
+
+def test_missing_and_empty_corpus(tmp_path):
+    with pytest.raises(corpus.CorpusError, match="does not exist"):
+        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "nope"), tmp_path / "w")
+    (tmp_path / "blank.txt").write_text("  \n\n", encoding="utf-8")
+    with pytest.raises(corpus.CorpusError, match="Empty corpus"):
+        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "blank.txt"), tmp_path / "w")
+    assert not list((tmp_path / "w" / "data").glob("*/index.json"))
+
+
+def _documents_of(tokens):
+    return [np.asarray(tokens.tokens[a:b]) for a, b in zip(tokens.doc_offsets[:-1], tokens.doc_offsets[1:])]
+
+
+def _check_rows(batch, docs, seq_len):
+    """Every segment is a contiguous slice of one document (so attention never mixes documents)."""
+    for row in range(batch["tokens"].shape[0]):
+        seg = batch["segment_ids"][row]
+        assert np.all(np.diff(seg[seg > 0]) >= 0)
+        for s in np.unique(seg[seg > 0]):
+            where = np.flatnonzero(seg == s)
+            assert np.array_equal(where, np.arange(where[0], where[-1] + 1))
+            assert np.array_equal(batch["positions"][row, where], np.arange(len(where)))
+            piece = batch["tokens"][row, where]
+            assert any(
+                len(d) >= len(piece) and any(np.array_equal(d[i : i + len(piece)], piece) for i in range(len(d) - len(piece) + 1))
+                for d in docs
+            )
+        assert np.all(batch["tokens"][row, seg == 0] == 0)
+
+
+def test_batches_pack_documents_without_mixing(prepared):
+    config, _, data = prepared
+    prep = pipeline.prepare_corpus(config, prepared[1])
+    docs = _documents_of(prep.tokens)
+    batch = next(data.train_iterator)
+    assert batch["tokens"].shape == (4, 32) and batch["tokens"].dtype == np.int32
+    assert batch["words"].shape == (4,) and batch["words"].dtype == np.float32
+    assert set(batch) == {"tokens", "segment_ids", "positions", "words", "word_starts"}
+    _check_rows(batch, docs, 32)
+    for eval_batch in data.eval_batches:
+        _check_rows(eval_batch, docs, 32)
+    assert np.all(data.eval_batches[-1]["segment_ids"][-1] >= 0)
+
+
+@pytest.mark.parametrize("kind", ["concat", "first_fit"])
+def test_layout_covers_documents_and_words(prepared, kind):
+    config, workdir, _ = prepared
+    tokens = pipeline.prepare_corpus(config, workdir).tokens
+    doc_ids = np.arange(tokens.num_documents)
+    layout = packing.make_layout(tokens, doc_ids, 32, kind, keep_partial=True)
+    builder = packing.BatchBuilder(tokens, layout, whole_word_masking=False)
+    batch = builder(np.arange(layout.num_rows))
+    _check_rows(batch, _documents_of(tokens), 32)
+    # All tokens of all documents appear exactly once, and words add up.
+    assert int((batch["segment_ids"] > 0).sum()) == int(tokens.doc_offsets[-1])
+    np.testing.assert_allclose(batch["words"].sum(), tokens.doc_words.sum(), rtol=1e-5)
+    if kind == "first_fit":
+        assert layout.num_rows <= -(-int(tokens.doc_offsets[-1]) // 32) * 2
+
+
+def test_word_starts_match_jieba(prepared):
+    config, workdir, data = prepared
+    prep = pipeline.prepare_corpus(config, workdir)
+    text = next(prep.corpus.iter_texts())
+    ids, offsets = prep.tokenizer.encode_with_offsets(text)
+    word_begins = set(np.flatnonzero(words.word_start_mask(words.jieba_words(text))).tolist())
+    expected = [1] + [int(s in word_begins) for s, _ in offsets] + [1]
+    a, b = prep.tokens.doc_offsets[:2]
+    assert np.asarray(prep.tokens.word_starts[a:b]).tolist() == expected
+    assert np.asarray(prep.tokens.tokens[a:b]).tolist() == [2] + ids + [3]
+
+
+def test_processes_split_the_global_batch_and_state_resumes(prepared):
+    config, workdir, data = prepared
+    whole = pipeline.build_train_data(config, workdir)
+    parts = [pipeline.build_train_data(config, workdir, process_index=p, process_count=2) for p in range(2)]
+    for _ in range(3):
+        full = next(whole.train_iterator)
+        split = [next(p.train_iterator) for p in parts]
+        for key in full:
+            np.testing.assert_array_equal(np.concatenate([s[key] for s in split]), full[key])
+    state = whole.train_iterator.get_state()
+    expected = [next(whole.train_iterator)["tokens"] for _ in range(2)]
+    fresh = pipeline.build_train_data(config, workdir)
+    fresh.train_iterator.set_state(state)
+    for tokens in expected:
+        np.testing.assert_array_equal(next(fresh.train_iterator)["tokens"], tokens)
+    with pytest.raises(ValueError, match="not divisible"):
+        pipeline.build_train_data(config, workdir, process_index=0, process_count=3)
+
+
+def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
+    config = synthetic.tiny_config(corpus_dir, shard_chars=800)
+    config.data.num_workers = 2  # the worker-pool path, once
+    reference = pipeline.prepare_corpus(config, tmp_path / "ref")
+    # Interrupt the tokenisation after two shards.
+    calls = {"n": 0}
+    real = cache.tokenize_shard
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    config.data.num_workers = 1
+    monkeypatch.setattr(cache, "tokenize_shard", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.prepare_corpus(config, tmp_path / "resumed")
+    monkeypatch.setattr(cache, "tokenize_shard", real)
+    # Also lose a counted shard, as if the count had been interrupted.
+    corpus_root = next((tmp_path / "resumed" / "data").glob("corpus-*"))
+    (corpus_root / "index.json").unlink()
+    shutil.rmtree(corpus_root / "shards" / "00001")
+    done_before = len(list(corpus_root.glob("tokens-*.shards/*")))
+    assert done_before == 2
+    resumed = pipeline.prepare_corpus(config, tmp_path / "resumed")
+    for name in ("tokens", "doc_offsets", "doc_words", "word_starts"):
+        np.testing.assert_array_equal(getattr(resumed.tokens, name), getattr(reference.tokens, name))
+    assert resumed.budget_report["words"] == reference.budget_report["words"]
+    assert not list(corpus_root.glob(".*tmp*"))

@@ -1,0 +1,87 @@
+"""Tokenizers: round trips, character offsets, byte fallback, save/load, fixed special ids."""
+import ml_collections
+import pytest
+
+from babylm_jax.data import tokenizer as tok
+from fixtures.data import synthetic
+
+TEXT = "我们今天学习中文，小猫喜欢吃鱼！ 天气很好。"
+UNSEEN = "我们龘🙂你ü。"
+
+
+def _config(kind: str, byte_fallback: bool) -> ml_collections.ConfigDict:
+    return ml_collections.ConfigDict(
+        {"kind": kind, "byte_fallback": byte_fallback, "character_coverage": 1.0, "min_char_count": 1, "training_sentences": 1000}
+    )
+
+
+@pytest.fixture(scope="module", params=[("unigram", True), ("bpe", False), ("char", True), ("char", False)], ids=str)
+def trained(request):
+    kind, byte_fallback = request.param
+    texts = synthetic.documents(300) + [TEXT]
+    return tok.train_tokenizer(texts, _config(kind, byte_fallback), 400)
+
+
+def test_special_ids_are_fixed(trained):
+    assert (trained.pad_id, trained.bos_id, trained.eos_id, trained.mask_id, trained.cls_id, trained.sep_id) == (0, 2, 3, 4, 5, 6)
+    assert trained.vocab_size <= 400
+    assert trained.id_to_piece(4) == "[MASK]"
+    assert trained.encode("[MASK]") != [trained.mask_id]  # specials are never produced from text
+    assert (trained.unk_id is None) == trained.byte_fallback
+    assert set(trained.special_ids) >= {0, 2, 3, 4, 5, 6}
+
+
+def test_round_trip_and_offsets(trained):
+    ids, offsets = trained.encode_with_offsets(TEXT)
+    assert trained.decode(ids) == TEXT
+    assert len(offsets) == len(ids)
+    for i, (start, end) in zip(ids, offsets):
+        piece = trained.id_to_piece(i).replace("\u2581", " ")
+        assert TEXT[start:end] == piece
+    # Spans tile the text.
+    assert [s for s, _ in offsets] == [0] + [e for _, e in offsets[:-1]]
+    assert offsets[-1][1] == len(TEXT)
+
+
+def test_unseen_characters(trained):
+    ids, offsets = trained.encode_with_offsets(UNSEEN)
+    if trained.byte_fallback:
+        assert tok.UNK_ID not in ids
+        assert trained.decode(ids) == UNSEEN
+    else:
+        assert tok.UNK_ID in ids
+    covered = {c for s, e in offsets for c in range(s, e)}
+    assert covered == set(range(len(UNSEEN)))
+    for i, (start, end) in zip(ids, offsets):
+        if tok._is_byte_piece(trained.id_to_piece(i)):
+            assert end - start == 1 and UNSEEN[start] in "龘🙂ü"
+
+
+def test_save_load(trained, tmp_path):
+    trained.save(tmp_path / "t")
+    loaded = tok.load_tokenizer(tmp_path / "t")
+    assert loaded.kind == trained.kind and loaded.vocab_size == trained.vocab_size
+    assert loaded.encode(TEXT + UNSEEN) == trained.encode(TEXT + UNSEEN)
+
+
+def test_fast_offsets_match_sentencepiece_proto():
+    sp = tok.train_tokenizer(synthetic.documents(200), _config("bpe", True), 400)
+    text = TEXT + UNSEEN + " 我 们\n"
+    ids = sp.encode(text)
+    fast, proto = sp.offsets_array(text, ids), sp._proto_offsets(text)
+    assert fast[:, 0].tolist() == proto[:, 0].tolist()
+    is_byte = [tok._is_byte_piece(sp.id_to_piece(i)) for i in ids]
+    assert any(is_byte)
+    # SentencePiece gives a character's last byte piece its span (earlier ones are empty);
+    # here every byte piece of a character carries that span.
+    for j, byte in enumerate(is_byte):
+        assert fast[j, 1] == (fast[j, 0] + 1 if byte else proto[j, 1])
+
+
+def test_char_min_count_and_bad_kind():
+    config = _config("char", False)
+    config.min_char_count = 2
+    char = tok.train_tokenizer(["甲甲乙"], config, 100)
+    assert char.encode("甲乙") == [char.encode("甲")[0], tok.UNK_ID]
+    with pytest.raises(ValueError, match="data.tokenizer.kind"):
+        tok.train_tokenizer(["x"], ml_collections.ConfigDict({"kind": "wordpiece"}), 100)
