@@ -1,0 +1,104 @@
+"""Data throughput: jieba word counting, tokenisation with all cores, grain pipeline vs training.
+
+    python experiments/benchmarks/data_throughput.py [--documents 6000]
+
+Prints words/s of the official jieba count (worker processes, all cores), tokens/s of the
+cache tokenisation (all cores), the grain pipeline's batches/s on the base config's batch
+shape, and the base model's jitted causal train step rate (value_and_grad of
+objectives.compute_loss + optax adamw) measured in the same process. Last line:
+`pipeline_over_train_ratio: N` (target >= 10).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import pathlib
+import shutil
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax.linen import meta
+
+from babylm_jax.data import cache, pipeline
+from babylm_jax.model import objectives
+from babylm_jax.model.transformer import ModelConfig, Transformer
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def base_config():
+    spec = importlib.util.spec_from_file_location("base", ROOT / "configs" / "base.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def train_steps_per_second(config, batch: dict, steps: int = 10) -> float:
+    model = Transformer(ModelConfig.from_config(config.model))
+    params = meta.unbox(model.init(jax.random.PRNGKey(0), jnp.asarray(batch["tokens"])))
+    optimizer = optax.adamw(config.train.learning_rate, weight_decay=config.train.weight_decay)
+    opt_state = optimizer.init(params)
+
+    @jax.jit
+    def step(params, opt_state, batch):
+        (loss, _), grads = jax.value_and_grad(
+            lambda p: objectives.compute_loss(model, p, batch, jax.random.PRNGKey(1)), has_aux=True
+        )(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    device_batch = {k: jnp.asarray(v) for k, v in batch.items() if k != "words"}
+    params, opt_state, loss = step(params, opt_state, device_batch)
+    loss.block_until_ready()
+    start = time.perf_counter()
+    for _ in range(steps):
+        params, opt_state, loss = step(params, opt_state, device_batch)
+    loss.block_until_ready()
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--documents", type=int, default=6000, help="built-in documents to prepare")
+    parser.add_argument("--batches", type=int, default=200)
+    args = parser.parse_args()
+    config = base_config()
+    config.data.max_documents = args.documents
+    config.data.shard_chars = 200_000
+    config.data.tokenizer.kind = "bpe"  # tokenizer training speed is not what this measures
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="data_throughput_"))
+
+    start = time.perf_counter()
+    corpus = cache.count_corpus(config.data, workdir / "data")
+    count_s = time.perf_counter() - start
+    words = int(corpus.doc_array("doc_words").sum())
+    print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({cache.num_workers(config.data)} workers)")
+
+    prepared = pipeline.prepare_corpus(config, workdir)  # trains the tokenizer, then tokenises
+    for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
+        shutil.rmtree(finished)
+    key = pipeline.tokenizer_key(corpus.root.name, config)
+    start = time.perf_counter()
+    tokens = cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", key, config.data)
+    tok_s = time.perf_counter() - start
+    print(f"tokenisation: {len(tokens.tokens):,} tokens in {tok_s:.1f} s = {len(tokens.tokens) / tok_s:,.0f} tokens/s")
+    del prepared
+
+    data = pipeline.build_train_data(config, workdir)
+    batch = next(data.train_iterator)
+    start = time.perf_counter()
+    for _ in range(args.batches):
+        batch = next(data.train_iterator)
+    pipeline_rate = args.batches / (time.perf_counter() - start)
+    print(f"pipeline: {pipeline_rate:,.1f} batches/s of {batch['tokens'].shape}")
+    train_rate = train_steps_per_second(config, batch)
+    print(f"train step (base model, causal, adamw): {train_rate:,.2f} steps/s")
+    print(f"pipeline_over_train_ratio: {pipeline_rate / train_rate:.1f}")
+
+
+if __name__ == "__main__":
+    main()
