@@ -1,0 +1,63 @@
+"""~14M-parameter causal LM (Pythia-14M class) for one GPU on the official corpus.
+
+    python -m babylm_jax.prepare --config configs/causal_14m.py --workdir runs/causal_14m   # prints the token count
+    python -m babylm_jax.train --config configs/causal_14m.py --workdir runs/causal_14m \
+        --config.data.corpus=/path/to/official_corpus
+
+`data.corpus` is a directory you fill with the official 102M-word training text (.txt with
+one document per blank-line block, .jsonl/.parquet with a `text` field); the default
+below is a placeholder path relative to the working directory.
+
+Size. The official Zh-Pythia-14M / babylm-chinese-pythia-14M baselines are Pythia-14M:
+6 layers, d 128, 4 heads, FFN 512, GELU, LayerNorm, vocabulary 50,304 with separate input
+and output embeddings (2 x 6.4M + 1.2M body = 14.1M). Our embeddings are tied, so we keep
+the depth, heads, 4x FFN ratio, GELU and LayerNorm and spend the same total on d 256 and a
+32,768-piece vocabulary: 13.1M parameters (4.7M body + 8.4M embedding). For Pythia's exact
+body instead: --config.model.d_model=128 --config.model.d_ff=512 (then 5.4M parameters).
+
+Length. One epoch is roughly 110M tokens (102M jieba words ~ 150M characters, ~1.4
+characters per piece of a 32k unigram vocabulary; the prepare step prints the exact
+count). 17,000 steps x 128 x 512 tokens = 1.1B tokens ~ 10 epochs (the baselines report
+3, 10 and 20 epochs). Set num_steps = epochs x tokens / 65,536.
+
+Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
+(training/metrics.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
+MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000
+steps. Memory (measured: XLA's memory analysis of this step compiled for CPU,
+`python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py`):
+0.15 GB of train state and 17 GB of temporaries, mostly the float32 [rows, 512, 32768]
+logits and their gradient; hence 2 micro-batches per step (34 GB with
+--config.train.grad_accum_steps=1, which an 80 GB GPU holds).
+"""
+import importlib.util
+import pathlib
+
+import ml_collections
+
+
+def _load(name: str) -> ml_collections.ConfigDict:
+    """`get_config()` of a sibling config file (configs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = _load("base")
+    config.data.corpus = "data/official_corpus"
+    config.data.tokenizer.training_sentences = 2_000_000
+
+    config.model.update(
+        family="causal", vocab_size=32_768, d_model=256, num_layers=6, num_heads=4, d_ff=1024,
+        max_len=512, mlp="gelu", norm="layernorm", dtype="bfloat16", scan_layers=True, remat="none",
+    )
+
+    config.train.update(
+        num_steps=17_000, batch_size=128, seq_len=512, learning_rate=1e-3, warmup_steps=1000,
+        min_lr_ratio=0.1, weight_decay=0.1, b2=0.95, log_every_steps=100, eval_every_steps=1000,
+        eval_batches=20, grad_accum_steps=2,
+    )
+    config.checkpoint.every_steps = 1000
+    config.checkpoint.max_to_keep = 3
+    return config

@@ -1,0 +1,63 @@
+"""~100M GPT-BERT hybrid (MNTP + causal LM, as ltgoslo/gpt-bert) for one GPU, official corpus.
+
+    python -m babylm_jax.prepare --config configs/hybrid_100m.py --workdir runs/hybrid_100m
+    python -m babylm_jax.train --config configs/hybrid_100m.py --workdir runs/hybrid_100m \
+        --config.data.corpus=/path/to/official_corpus
+
+`data.corpus` is a directory you fill with the official 102M-word training text (see
+configs/causal_14m.py). The English BabyLM 2024 winner's recipe: 12 layers, d 768, 12
+heads, FFN 2560 (gated; SwiGLU here), LayerNorm, tied 16,384-piece vocabulary (112M
+parameters); LAMB lr 1e-2, weight decay 0.1, EMA 0.999 (used for evaluation and export),
+dropout 0.1; 1 row in 16 trained causally, the rest with MNTP; masking rate 0.3 -> 0.15;
+rows of 128 tokens for the first 70% of steps, 256 until 90%, then 512 (a 512-token row is
+split into shorter rows, so tokens per step stay 256 x 512 = 131,072). One epoch is about
+130M tokens (16k vocabulary: ~1.2 characters per piece); 10,000 steps ~ 10 epochs. bf16
+compute, params f32, nn.scan over layers, and remat of everything but the weight matmuls.
+
+Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687 at 128)
+for training, by training/metrics.py's convention (remat recomputation not counted).
+Assuming 35% MFU on an H200 (989 TFLOP/s bf16 dense) gives ~475k tokens/s, so 0.28 s per
+step and ~50 minutes for 10,000 steps. Measure it with
+experiments/benchmarks/h200_hybrid_100m.sh (under 5 minutes). Memory (measured: XLA's
+memory analysis of this step compiled for CPU, `python experiments/benchmarks/train_throughput.py
+--memory_only --configs configs/hybrid_100m.py --lengths 128 512`): 1.7 GB of train state
+(f32 params, LAMB moments, EMA) and 40 GB of temporaries at either length with 2
+micro-batches of 128 rows per step, so it fits an 80 GB H100; an H200 (141 GB) also holds
+--config.train.grad_accum_steps=1 (80 GB of temporaries). model.remat="full" would need
+30 GB at one micro-batch but recomputes every matmul.
+"""
+import importlib.util
+import pathlib
+
+import ml_collections
+
+
+def _load(name: str) -> ml_collections.ConfigDict:
+    """`get_config()` of a sibling config file (configs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = _load("base")
+    config.data.corpus = "data/official_corpus"
+    config.data.tokenizer.training_sentences = 2_000_000
+
+    config.model.update(
+        family="hybrid", vocab_size=16_384, d_model=768, num_layers=12, num_heads=12, d_ff=2560,
+        max_len=512, mlp="swiglu", norm="layernorm", dropout=0.1, dtype="bfloat16",
+        scan_layers=True, remat="dots_no_batch",
+    )
+
+    config.train.update(
+        num_steps=10_000, batch_size=256, seq_len=512, optimizer="lamb", learning_rate=1e-2,
+        warmup_steps=160, schedule="cosine", min_lr_ratio=0.1, weight_decay=0.1, b1=0.9, b2=0.98,
+        grad_clip=2.0, ema_decay=0.999, mask_rate=0.3, mask_rate_final=0.15, hybrid_causal_share=1 / 16,
+        seq_len_curriculum=((0.0, 128), (0.7, 256), (0.9, 512)),
+        grad_accum_steps=2, log_every_steps=50, eval_every_steps=500, eval_batches=20,
+    )
+    config.checkpoint.every_steps = 500
+    config.checkpoint.max_to_keep = 3
+    return config

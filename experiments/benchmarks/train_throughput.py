@@ -1,0 +1,233 @@
+"""Pretraining throughput and MFU per model family, timed side by side in one process.
+
+    python experiments/benchmarks/train_throughput.py        # configs/base.py, base_mlm.py, base_hybrid.py
+    python experiments/benchmarks/train_throughput.py --configs configs/hybrid_100m.py --peak table \
+        --lengths 512 --steps 10                              # one accelerator (see h200_hybrid_100m.sh)
+    python experiments/benchmarks/train_throughput.py --set model.num_layers=2 --set train.batch_size=8
+
+For each config it builds the train step exactly as the trainer does (`state.boxed_init_fn`,
+`optim.make_optimizer`, `sharding` meshes and shardings, `trainer.make_train_step` jitted
+with the trainer's shardings and donation), compiles it ahead of time (printing XLA's memory
+analysis), and times it on random packed batches of the config's shape (documents of random
+length, so segment ids and positions look like real data). Repeats are interleaved over the
+configs and a large jitted float32 matmul, so a busy machine slows all of them alike; the
+best repeat of each is reported.
+
+FLOPs per token are `training.metrics.train_flops_per_token`: multiply-add = 2, training =
+3 x forward; forward = 2 x matmul weights (incl. the MLM head transform) + 2 x d_model x vocab
+(tied output projection, every position) + attention 4 x seq_len x d_model per layer, halved
+for causal rows. Rematerialised recomputation is not counted (model FLOPs, not hardware FLOPs).
+
+MFU is achieved model FLOP/s over a peak: `--peak measured` (default) divides by the measured
+f32 matmul FLOP/s and prints `mfu_vs_measured_peak[<family>]: 0.NN` per config and, last, the
+lowest of them as `mfu_vs_measured_peak: 0.NN`; `--peak table` divides by the device's bf16
+dense peak from `training.metrics.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import pathlib
+import sys
+import time
+import types
+from typing import Any
+
+import flax.linen as nn
+import jax
+import ml_collections
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from babylm_jax.model.transformer import count_params  # noqa: E402
+from babylm_jax.training import metrics, optim, sharding, state as state_lib, trainer  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
+SPECIAL_IDS = tuple(range(7))  # pad, unk, bos, eos, mask, cls, sep: fixed for every tokenizer
+MASK_ID = 4
+
+
+def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
+    """`get_config()` of a config file, with `key=value` overrides (values as Python literals)."""
+    file = pathlib.Path(path) if pathlib.Path(path).is_file() else REPO / path
+    if not file.is_file():
+        raise FileNotFoundError(f"config file {path} not found")
+    spec = importlib.util.spec_from_file_location(f"bench_config_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config()
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected key=value")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        config.update_from_flattened_dict({key: value})
+    return config
+
+
+def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
+    """A packed batch of random documents (length ~ geometric, mean seq_len/2), as packing.py emits."""
+    tokens = rng.integers(len(SPECIAL_IDS), vocab_size, (batch_size, seq_len), dtype=np.int32)
+    segment_ids = np.zeros((batch_size, seq_len), np.int32)
+    positions = np.zeros((batch_size, seq_len), np.int32)
+    for r in range(batch_size):
+        start, segment = 0, 1
+        while start < seq_len:
+            length = min(seq_len - start, int(rng.geometric(2.0 / seq_len)))
+            segment_ids[r, start:start + length] = segment
+            positions[r, start:start + length] = np.arange(length)
+            tokens[r, start] = 2  # [bos] opens each document
+            start, segment = start + length, segment + 1
+    words = np.full((batch_size,), seq_len / 1.5, np.float32)
+    return {"tokens": tokens, "segment_ids": segment_ids, "positions": positions, "words": words}
+
+
+class Bench:
+    """One config's train step, compiled ahead of time from abstract shapes; `start` allocates."""
+
+    def __init__(self, path: str, config: ml_collections.ConfigDict, length: int, seed: int):
+        self.path, self.config, self.length, self.seed = path, config, length, seed
+        model = state_lib.build_model(config)
+        self.model_config = model.config
+        optimizer = optim.make_optimizer(config.train)
+        devices = jax.devices()[: config.mesh.num_devices or None]
+        self.mesh = sharding.make_mesh(config.mesh, devices)
+        stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=SPECIAL_IDS)
+        masking = trainer.make_masking(config, stand_in)
+
+        init = state_lib.boxed_init_fn(config, model, optimizer)
+        state_shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), self.mesh)
+        self.init = jax.jit(lambda rng: nn.meta.unbox(init(rng)), out_shardings=state_shardings)
+        abstract_state = jax.tree.map(
+            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+            jax.eval_shape(self.init, jax.random.key(0)), state_shardings,
+        )
+        self.num_params = count_params(abstract_state.params)
+        self.shape = (config.train.batch_size, config.train.seq_len)
+        batch_sharding = sharding.batch_sharding(self.mesh)
+        abstract_batch = {k: jax.ShapeDtypeStruct(self.shape, np.int32, sharding=batch_sharding)
+                          for k in ("tokens", "segment_ids", "positions")}
+        abstract_batch["words"] = jax.ShapeDtypeStruct(self.shape[:1], np.float32, sharding=batch_sharding)
+        step = jax.jit(
+            trainer.make_train_step(config, model, optimizer, masking, length),
+            in_shardings=(state_shardings, batch_sharding, None),
+            out_shardings=(state_shardings, sharding.replicated(self.mesh)),
+            donate_argnums=(0,),
+        )
+        self.rng = jax.random.key(seed + 1)
+        start = time.perf_counter()
+        self.step = step.lower(abstract_state, abstract_batch, self.rng).compile()
+        self.compile_s = time.perf_counter() - start
+        self.memory = self.step.memory_analysis()
+        self.tokens_per_step = self.shape[0] * self.shape[1]
+        family = self.model_config.family
+        causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[family]
+        self.flops_per_token = metrics.train_flops_per_token(self.model_config, length, causal_share)
+        self.seconds: list[float] = []
+
+    def start(self) -> None:
+        """Allocates the state and two random batches, and runs the first (untimed) step."""
+        self.state = self.init(jax.random.key(self.seed))
+        rng = np.random.default_rng(self.seed)
+        self.batches = [sharding.global_batch(random_batch(rng, *self.shape, self.config.model.vocab_size), self.mesh)
+                        for _ in range(2)]
+        self.run(1)
+
+    def run(self, steps: int) -> float:
+        """Seconds for `steps` consecutive steps, dispatched back to back and fetched once."""
+        start = time.perf_counter()
+        for i in range(steps):
+            self.state, step_metrics = self.step(self.state, self.batches[i % 2], self.rng)
+        loss = float(step_metrics["loss"])
+        if not np.isfinite(loss):
+            raise FloatingPointError(f"{self.path}: loss is {loss}")
+        return time.perf_counter() - start
+
+    def describe(self) -> str:
+        c = self.model_config
+        return (f"{self.path}: {c.family}, {self.num_params / 1e6:.2f}M params, d{c.d_model} x{c.num_layers}, "
+                f"{c.dtype}, scan={c.scan_layers}, remat={c.remat}; batch {self.config.train.batch_size} x "
+                f"{self.config.train.seq_len} tokens as rows of {self.length}; compile {self.compile_s:.1f}s")
+
+
+def memory_line(memory: Any) -> str:
+    if memory is None:
+        return "memory analysis: not available on this backend"
+    mb = lambda n: f"{n / 2**20:,.0f} MB"  # noqa: E731
+    return (f"memory (XLA analysis): arguments {mb(memory.argument_size_in_bytes)} (state + batch), "
+            f"temporaries {mb(memory.temp_size_in_bytes)}, outputs {mb(memory.output_size_in_bytes)} "
+            f"(aliased to donated state {mb(memory.alias_size_in_bytes)})")
+
+
+def labels_for(benches: list[Bench]) -> list[str]:
+    """The family, or family:config-stem when several configs share a family."""
+    families = [b.model_config.family for b in benches]
+    return [f if families.count(f) == 1 else f"{f}:{pathlib.Path(b.path).stem}@{b.length}"
+            for f, b in zip(families, benches)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--configs", nargs="+", default=list(CPU_CONFIGS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for every config, e.g. model.num_layers=2 (repeatable)")
+    parser.add_argument("--lengths", type=int, nargs="*", default=None,
+                        help="row lengths to time (sequence-length curriculum phases); default train.seq_len")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--peak", choices=("measured", "table"), default="measured")
+    parser.add_argument("--memory_only", action="store_true",
+                        help="compile from abstract shapes and print XLA's memory analysis; allocate and time nothing")
+    parser.add_argument("--matmul_n", type=int, default=2048, help="size of the square f32 matmul peak probe")
+    args = parser.parse_args()
+
+    print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+    benches = []
+    for path in args.configs:
+        config = load_config(path, args.set)
+        for length in args.lengths or [config.train.seq_len]:
+            bench = Bench(path, config, length, seed=len(benches))
+            print(bench.describe())
+            print("  " + memory_line(bench.memory))
+            if not args.memory_only:
+                bench.start()
+            benches.append(bench)
+    if args.memory_only:
+        return
+
+    matmul_flops = []
+    for _ in range(args.repeats):
+        matmul_flops.append(metrics.measure_matmul_peak(n=args.matmul_n, repeats=3))
+        for bench in benches:
+            bench.seconds.append(bench.run(args.steps))
+    measured = max(matmul_flops)
+    print(f"f32 matmul {args.matmul_n}^2: best {measured / 1e9:,.1f} GFLOP/s "
+          f"(repeats: {', '.join(f'{f / 1e9:,.1f}' for f in matmul_flops)})")
+    if args.peak == "table":
+        peak, source = metrics.device_peak_flops()
+        peak *= jax.device_count()
+    else:
+        peak, source = measured * jax.device_count(), "measured f32 matmul"
+    print(f"peak for MFU: {peak / 1e12:,.3f} TFLOP/s ({source})")
+
+    ratios = []
+    for label, bench in zip(labels_for(benches), benches):
+        rates = [args.steps * bench.tokens_per_step / s for s in bench.seconds]
+        best = max(rates)
+        mfu = best * bench.flops_per_token / peak
+        ratios.append((label, mfu))
+        print(f"{label}: tokens/s best {best:,.0f} (repeats: {', '.join(f'{r:,.0f}' for r in rates)}); "
+              f"{bench.flops_per_token / 1e6:,.1f} MFLOP/token; model {best * bench.flops_per_token / 1e9:,.1f} GFLOP/s; "
+              f"step {1e3 * min(bench.seconds) / args.steps:,.1f} ms")
+    for label, mfu in ratios:
+        print(f"mfu_vs_{args.peak}_peak[{label}]: {mfu:.2f}")
+    print(f"mfu_vs_{args.peak}_peak: {min(m for _, m in ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Every config in configs/ loads, validates and shape-initialises; recipe sizes match their names."""
+import importlib.util
+import pathlib
+
+import jax
+import ml_collections
+import pytest
+
+from babylm_jax.model.transformer import count_params
+from babylm_jax.training import optim, trainer
+from babylm_jax.training.state import abstract_state
+
+CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"
+CONFIG_FILES = sorted(CONFIG_DIR.glob("*.py"))
+# Recipes named by size: expected total parameters (embeddings included, tied).
+NAMED_SIZES = {"causal_14m": 14e6, "mlm_14m": 14e6, "hybrid_100m": 100e6, "hybrid_100m_tpu_pod": 100e6}
+CPU_MINUTES = {"base": "causal", "base_mlm": "mlm", "base_hybrid": "hybrid"}
+
+
+def load(path: pathlib.Path) -> ml_collections.ConfigDict:
+    spec = importlib.util.spec_from_file_location(f"test_configs_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+@pytest.fixture(scope="module")
+def states() -> dict:
+    """name -> (config, abstract train state, model), shapes only (`jax.eval_shape`)."""
+    out = {}
+    for path in CONFIG_FILES:
+        config = load(path)
+        state, model = abstract_state(config)
+        out[path.stem] = (config, state, model)
+    return out
+
+
+def test_recipes_present():
+    assert set(CPU_MINUTES) | set(NAMED_SIZES) <= {p.stem for p in CONFIG_FILES}
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
+def test_config_loads_and_shape_initialises(path, states):
+    config, state, model = states[path.stem]
+    assert path.read_text().lstrip().startswith('"""'), "each config starts with a header docstring"
+    n = count_params(state.params)
+    assert n > 0 and int(state.step.size) == 1
+    assert all(x.dtype == jax.numpy.float32 for x in jax.tree.leaves(state.params)), "params are float32"
+    assert jax.tree.structure(state.opt_state) is not None
+    assert (state.ema_params is not None) == (config.train.ema_decay > 0)
+    assert model.config.vocab_size == config.model.vocab_size
+    # Keys the trainer reads exist and hold sensible values.
+    optim.make_schedule(config.train)
+    assert config.train.batch_size % config.train.grad_accum_steps == 0
+    for start_share, length in config.train.seq_len_curriculum:
+        assert 0.0 <= start_share < 1.0 and config.train.seq_len % length == 0, (start_share, length)
+    lengths = {trainer.seq_len_at(config, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
+    assert max(lengths) <= model.config.max_len
+
+
+@pytest.mark.parametrize("name,family", sorted(CPU_MINUTES.items()))
+def test_cpu_minutes_defaults_share_base_scale(name, family, states):
+    config, state, model = states[name]
+    base_config, base_state, _ = states["base"]
+    assert model.config.family == family
+    assert config.data.corpus == "builtin" and model.config.dtype == "float32"
+    for key in ("d_model", "num_layers", "num_heads", "d_ff", "vocab_size"):
+        assert config.model[key] == base_config.model[key], key
+    for key in ("num_steps", "batch_size", "seq_len", "learning_rate"):
+        assert config.train[key] == base_config.train[key], key
+
+
+@pytest.mark.parametrize("name,expected", sorted(NAMED_SIZES.items()))
+def test_named_recipe_sizes(name, expected, states):
+    config, state, model = states[name]
+    n = count_params(state.params)
+    assert abs(n - expected) <= 0.2 * expected, f"{name}: {n:,} parameters"
+    assert model.config.dtype == "bfloat16" and model.config.scan_layers
+    assert config.data.corpus != "builtin", "real-run recipes train on the official corpus"
+
+
+def test_recipe_specifics(states):
+    causal, mlm = states["causal_14m"][2].config, states["mlm_14m"][2].config
+    assert (causal.family, mlm.family) == ("causal", "mlm")
+    assert (causal.num_layers, causal.num_heads) == (6, 4)
+
+    config, _, model = states["hybrid_100m"]
+    c = model.config
+    assert (c.family, c.num_layers, c.d_model, c.d_ff, c.vocab_size) == ("hybrid", 12, 768, 2560, 16384)
+    assert c.remat != "none"
+    t = config.train
+    assert (t.optimizer, t.learning_rate, t.weight_decay, t.ema_decay) == ("lamb", 1e-2, 0.1, 0.999)
+    assert (t.mask_rate, t.mask_rate_final, t.hybrid_causal_share) == (0.3, 0.15, 1 / 16)
+    assert t.seq_len == 512
+    phases = [trainer.seq_len_at(config, s) for s in range(t.num_steps)]
+    assert sorted(set(phases)) == [128, 256, 512] and phases[0] == 128 and phases[-1] == 512
+    assert phases == sorted(phases)
+
+    pod, _, pod_model = states["hybrid_100m_tpu_pod"]
+    assert pod_model.config == c
+    assert pod.distributed.initialize and pod.mesh.fsdp > 1
+    assert pod.train.batch_size > t.batch_size
