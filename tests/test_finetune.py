@@ -157,7 +157,10 @@ def test_registry_runner_on_fixture_files(tmp_path):
     # The same shapes as the causal runs above (batch 16, length 24, 3 labels): no new compile.
     extra = {"finetune.progress": "false", "finetune.max_len": "24", "finetune.batch_size": "16"}
     options = tasks.EvalOptions(finetune_epochs=2, extra=extra)
+    embedding_before = np.array(params["params"]["embed"]["embedding"])
     result = spec.run(loaded, FIXTURES, options)
+    # The caller's pretrained params survive (fine-tuning trains a copy), so the next task can use them.
+    np.testing.assert_array_equal(params["params"]["embed"]["embedding"], embedding_before)
     assert set(result.values) == {"accuracy"} and 0 <= result.values["accuracy"] <= 1
     details = result.details
     assert len(details["dev_accuracy_per_epoch"]) == 2 and details["best_epoch"] in (1, 2)

@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import matplotlib.figure
+import matplotlib.ticker
 import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -91,7 +92,6 @@ class FinetuneOutcome:
     best_predictions: np.ndarray  # dev predictions at the best epoch, in example order
     num_truncated: dict[str, int]  # split -> rows cut to max_len
     num_steps: int
-    num_examples: dict[str, int]
 
     @property
     def best_accuracy(self) -> float:
@@ -296,7 +296,7 @@ def finetune(
     key = jax.random.PRNGKey(options.seed)
     head_params = ClassifierHead(task.num_outputs).init(jax.random.fold_in(key, 0), jnp.zeros((1, config.d_model)))
     params = {"body": nn.meta.unbox(body_params)["params"], "head": head_params["params"]}
-    params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+    params = jax.tree.map(lambda x: jnp.array(x, jnp.float32), params)  # a copy: train_step donates it
 
     steps_per_epoch = len(make_batches(train, options.batch_size, lengths, num_rows))
     num_steps = epochs * steps_per_epoch
@@ -339,7 +339,6 @@ def finetune(
         best_predictions=best_predictions,
         num_truncated={"train": train.num_truncated, "dev": dev.num_truncated},
         num_steps=num_steps,
-        num_examples={"train": len(task.train), "dev": len(task.dev)},
     )
 
 
@@ -364,6 +363,8 @@ def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.f
     loss_axes = acc_axes.twinx()
     loss_axes.plot(epochs, outcome.train_loss, "s-", color="#dd8452", label="train loss")
     loss_axes.set_ylabel("train loss")
+    acc_axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    figure.legend(loc="lower right", fontsize="small")
     acc_axes.set_title(f"{task_name}: best epoch {outcome.best_epoch} ({outcome.best_accuracy:.4f})")
     figure.tight_layout()
     return figure
