@@ -161,6 +161,7 @@ class FinetuneModel(nn.Module):
 
 
 def bucket_lengths(max_len: int, buckets: tuple[int, ...]) -> tuple[int, ...]:
+    """The padded row lengths in use: the buckets below `max_len`, and `max_len` itself."""
     return tuple(sorted({b for b in buckets if 0 < b < max_len} | {max_len}))
 
 
