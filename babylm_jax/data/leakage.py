@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data import corpus
 
 EXACT_MIN_CHARS = 6
@@ -68,17 +69,10 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
         if fields is None:
             continue
         for path in _task_files(folder):
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"{path}:{number}: malformed JSON ({e.msg})") from e
-                    for field in fields:
-                        if isinstance(row.get(field), str):
-                            yield task, row[field]
+            for _, row in read_jsonl(path):
+                for field in fields:
+                    if isinstance(row.get(field), str):
+                        yield task, row[field]
 
 
 def _codes(text: str) -> np.ndarray:

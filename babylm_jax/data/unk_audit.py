@@ -5,9 +5,9 @@ either `sentence_good` or `sentence_bad` contains the tokenizer's UNK.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 
+from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.tokenizer import Tokenizer
 
 
@@ -21,17 +21,11 @@ def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
     for folder in hanzi_folders(data_dir):
         items = unk_items = 0
         for path in sorted(folder.rglob("*.jsonl")):
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                        pair = (row["sentence_good"], row["sentence_bad"])
-                    except (json.JSONDecodeError, KeyError) as e:
-                        raise ValueError(f"{path}:{number}: expected JSON with sentence_good/sentence_bad ({e})") from e
-                    items += 1
-                    if tokenizer.unk_id is not None:
-                        unk_items += any(tokenizer.unk_id in tokenizer.encode(s) for s in pair)
+            for number, row in read_jsonl(path):
+                if "sentence_good" not in row or "sentence_bad" not in row:
+                    raise ValueError(f"{path}:{number}: expected fields sentence_good and sentence_bad")
+                items += 1
+                if tokenizer.unk_id is not None:
+                    unk_items += any(tokenizer.unk_id in tokenizer.encode(row[k]) for k in ("sentence_good", "sentence_bad"))
         report[folder.name] = {"items": items, "unk_items": unk_items, "unk_share": unk_items / max(items, 1)}
     return report

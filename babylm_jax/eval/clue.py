@@ -23,6 +23,8 @@ import json
 import pathlib
 from typing import Any, Callable, Iterator
 
+from babylm_jax.data.jsonl import read_jsonl
+
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
 
 # Label names in id order, as the official pipeline (Hugging Face `clue`) numbers them.
@@ -66,23 +68,6 @@ class EncodedSplit:
     ids: list[list[list[int]]]
     labels: list[int]
     num_truncated: int
-
-
-def read_jsonl(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line; names file and line on bad JSON."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found")
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-            yield number, row
 
 
 def _field(row: dict, key: str, where: str) -> Any:

@@ -8,12 +8,12 @@ mean over UIDs of the per-UID accuracy (macro average).
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 
@@ -47,29 +47,20 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
     good_key, bad_key, uid_key, phenomenon_key = FORMATS[format_name]
     pairs: list[Pair] = []
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for line_number, line in enumerate(f, start=1):
-                if limit is not None and len(pairs) >= limit:
-                    return pairs
-                if not line.strip():
-                    continue
-                where = f"{path}:{line_number}"
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                key = uid_key or next((k for k in _XCOMPS_UID_FIELDS if k in row), None)
-                for needed in (good_key, bad_key, key, phenomenon_key):
-                    if needed is not None and needed not in row:
-                        raise ValueError(f"{where}: missing field {needed!r}")
-                for needed in (good_key, bad_key):
-                    if not isinstance(row[needed], str):
-                        raise ValueError(f"{where}: field {needed!r} must be a string")
-                uid = str(row[key]) if key else path.stem
-                phenomenon = str(row[phenomenon_key]) if phenomenon_key else uid
-                pairs.append(Pair(row[good_key], row[bad_key], uid, phenomenon))
+        for line_number, row in read_jsonl(path):
+            if limit is not None and len(pairs) >= limit:
+                return pairs
+            where = f"{path}:{line_number}"
+            key = uid_key or next((k for k in _XCOMPS_UID_FIELDS if k in row), None)
+            for needed in (good_key, bad_key, key, phenomenon_key):
+                if needed is not None and needed not in row:
+                    raise ValueError(f"{where}: missing field {needed!r}")
+            for needed in (good_key, bad_key):
+                if not isinstance(row[needed], str):
+                    raise ValueError(f"{where}: field {needed!r} must be a string")
+            uid = str(row[key]) if key else path.stem
+            phenomenon = str(row[phenomenon_key]) if phenomenon_key else uid
+            pairs.append(Pair(row[good_key], row[bad_key], uid, phenomenon))
     return pairs
 
 
