@@ -118,4 +118,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except (FileNotFoundError, ValueError) as error:  # bad input a user can fix: no traceback
+        sys.exit(f"evaluate failed: {error}")

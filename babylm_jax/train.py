@@ -3,6 +3,8 @@
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint.
 """
+import sys
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -18,7 +20,10 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
-    trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    try:
+        trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    except (FileNotFoundError, ValueError) as error:  # bad input a user can fix: no traceback
+        sys.exit(f"train failed: {error}")
 
 
 if __name__ == "__main__":

@@ -206,3 +206,12 @@ def test_unknown_override_on_the_command_line_is_refused(tmp_path):
     assert result.returncode != 0
     assert "num_stepz" in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp_path):
+    """A run that failed before its first checkpoint (say, a wrong corpus path) can be fixed and rerun."""
+    config = tiny_config(tiny_corpus_dir)
+    checkpoint.check_or_write_config(str(tmp_path), config)
+    config.model.d_model = 64
+    checkpoint.check_or_write_config(str(tmp_path), config)
+    assert checkpoint.load_config(str(tmp_path)).model.d_model == 64

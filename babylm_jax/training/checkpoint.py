@@ -47,10 +47,10 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def check_or_write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Saves the config on a fresh workdir; on an existing one, refuses incompatible changes."""
+    """Saves the config; where a checkpoint exists already, refuses incompatible changes first."""
     path = os.path.join(workdir, CONFIG_FILE)
     current = json.loads(config.to_json_best_effort())
-    if os.path.exists(path):
+    if os.path.exists(path) and _checkpoint_steps(workdir):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
         old, new = _flatten(saved), _flatten(current)
@@ -146,8 +146,8 @@ class LoadedModel:
     used_ema: bool
 
 
-def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
-    """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
+def _checkpoint_steps(workdir: str) -> dict[int, str]:
+    """step -> the directory (rolling or milestone) holding it."""
     found: dict[int, str] = {}
     for sub in ("milestones", "checkpoints"):
         root = os.path.join(workdir, sub)
@@ -155,6 +155,12 @@ def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
             for name in os.listdir(root):
                 if name.isdigit() and os.path.isdir(os.path.join(root, name)):
                     found[int(name)] = root
+    return found
+
+
+def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
+    """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
+    found = _checkpoint_steps(workdir)
     if not found:
         raise FileNotFoundError(f"no checkpoint in {workdir} (looked in checkpoints/ and milestones/)")
     if step is None:
