@@ -2,14 +2,14 @@
 
     python -m babylm_jax.train --config configs/base_mlm.py --workdir runs/base_mlm
 
-Same model size, data and schedule as configs/base.py (4 layers, d 192, 5.2M parameters),
-trained bidirectionally on masked-token prediction. Masking rate falls from 0.3 to 0.15 over
-the run (a higher rate early gives more predicted tokens per step, as in GPT-BERT).
+Same model, data and schedule as configs/base.py (when written: 4 layers, d 128, 1.6M
+parameters, 300 steps of 16 x 128 tokens), trained bidirectionally on masked-token
+prediction: the loss counts masked positions only; the masking rate falls from 0.3 to 0.15
+over the run (more predicted tokens per step early on, as GPT-BERT does).
 
-Measured (experiments/benchmarks/train_throughput.py, 2-core shared CPU, f32, 2026-07):
-about 5,000 tokens/s (MFU vs the measured f32 matmul peak ~0.5), so 600 steps x 2,048
-tokens take about 4-5 minutes; the compiled step needs ~40 MB of temporaries plus ~85 MB
-of train state (params, AdamW moments), as XLA's memory analysis reports.
+Measured (experiments/benchmarks/train_throughput.py on the shared 2-core CPU, f32,
+2026-11-29): ~1,900 tokens/s (0.59 of the measured f32 matmul FLOP/s), so 300 steps take
+about 5-6 minutes; XLA's memory analysis of the step: 19 MB of state, 258 MB of temporaries.
 """
 import importlib.util
 import pathlib

@@ -2,14 +2,16 @@
 
     python experiments/benchmarks/train_throughput.py        # configs/base.py, base_mlm.py, base_hybrid.py
     python experiments/benchmarks/train_throughput.py --configs configs/hybrid_100m.py --peak table \
-        --lengths 512 --steps 10                              # one accelerator (see h200_hybrid_100m.sh)
+        --lengths 512 128 --steps 5 --repeats 3               # one accelerator (see h200_hybrid_100m.sh)
+    python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py
     python experiments/benchmarks/train_throughput.py --set model.num_layers=2 --set train.batch_size=8
 
 For each config it builds the train step exactly as the trainer does (`state.boxed_init_fn`,
 `optim.make_optimizer`, `sharding` meshes and shardings, `trainer.make_train_step` jitted
 with the trainer's shardings and donation), compiles it ahead of time (printing XLA's memory
-analysis), and times it on random packed batches of the config's shape (documents of random
-length, so segment ids and positions look like real data). Repeats are interleaved over the
+analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
+without allocating anything), and times it on random packed batches of the config's shape
+(documents of random length, so segment ids and positions look like real data). Repeats are interleaved over the
 configs and a large jitted float32 matmul, so a busy machine slows all of them alike; the
 best repeat of each is reported.
 
@@ -178,8 +180,8 @@ def main() -> None:
                         help="override for every config, e.g. model.num_layers=2 (repeatable)")
     parser.add_argument("--lengths", type=int, nargs="*", default=None,
                         help="row lengths to time (sequence-length curriculum phases); default train.seq_len")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per repeat")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peak", choices=("measured", "table"), default="measured")
     parser.add_argument("--memory_only", action="store_true",
                         help="compile from abstract shapes and print XLA's memory analysis; allocate and time nothing")
@@ -191,6 +193,8 @@ def main() -> None:
     for path in args.configs:
         config = load_config(path, args.set)
         for length in args.lengths or [config.train.seq_len]:
+            if length < 1 or config.train.seq_len % length:
+                raise ValueError(f"--lengths {length}: must divide train.seq_len={config.train.seq_len} of {path}")
             bench = Bench(path, config, length, seed=len(benches))
             print(bench.describe())
             print("  " + memory_line(bench.memory))
