@@ -45,10 +45,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.model = ml_collections.ConfigDict()
     config.model.family = "causal"  # "causal", "mlm" or "hybrid"
     config.model.vocab_size = 6000
-    config.model.d_model = 192
+    config.model.d_model = 128
     config.model.num_layers = 4
     config.model.num_heads = 4
-    config.model.d_ff = 512
+    config.model.d_ff = 384
     config.model.max_len = 512
     config.model.mlp = "swiglu"
     config.model.norm = "rmsnorm"
@@ -59,11 +59,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.dtype = "float32"  # "bfloat16" on accelerators
 
     config.train = ml_collections.ConfigDict()
-    config.train.num_steps = 600
+    config.train.num_steps = 300
     config.train.batch_size = 16  # global, over all devices and processes
     config.train.seq_len = 128
     config.train.learning_rate = 3e-3
-    config.train.warmup_steps = 60
+    config.train.warmup_steps = 30
     config.train.min_lr_ratio = 0.1
     config.train.weight_decay = 0.1
     config.train.b1 = 0.9
@@ -71,7 +71,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.grad_clip = 1.0
     config.train.seed = 0
     config.train.log_every_steps = 20
-    config.train.eval_every_steps = 200
+    config.train.eval_every_steps = 100
     config.train.eval_batches = 8
     config.train.optimizer = "adamw"  # "adamw" or "lamb"
     config.train.schedule = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
@@ -85,7 +85,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
 
     config.checkpoint = ml_collections.ConfigDict()
-    config.checkpoint.every_steps = 200
+    config.checkpoint.every_steps = 100
     config.checkpoint.max_to_keep = 2
     config.checkpoint.word_milestones = True  # extra checkpoints at 1, 2, ..., 10, 20, ..., 100 units
     config.checkpoint.milestone_unit = 1_000_000  # words per unit (BabyLM: 1M)
