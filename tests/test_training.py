@@ -42,6 +42,7 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
     assert evals[-1]["eval_loss"] < evals[0]["eval_loss"]
     assert summary["tokens_seen"] == 30 * 8 * 32
     assert summary["words_seen"] == pytest.approx(train[30]["words_seen"])
+    assert (tmp_path / "learning_curves.png").stat().st_size > 1000
 
     if family == "causal":  # a milestone checkpoint at the first step whose words reach it
         milestones = sorted(int(p.name) for p in (tmp_path / "milestones").iterdir())

@@ -85,3 +85,35 @@ class MetricsWriter:
             return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def plot_learning_curves(workdir: str) -> str:
+    """Writes `<workdir>/learning_curves.png` (train and eval loss against step) from metrics.jsonl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train, evals = [], []
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if "eval_loss" in record:
+                evals.append((record["step"], record["eval_loss"]))
+            elif "loss" in record:
+                train.append((record["step"], record["loss"]))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for points, label, style in ((train, "train loss", "-"), (evals, "eval loss", "o-")):
+        if points:
+            steps, losses = zip(*sorted(dict(points).items()))
+            ax.plot(steps, losses, style, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    path = os.path.join(workdir, "learning_curves.png")
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

@@ -332,6 +332,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     }
     if is_main:
         write_json_atomic(os.path.join(workdir, "summary.json"), summary)
+        metrics_lib.plot_learning_curves(workdir)
         print(format_summary(summary))
     return summary
 
