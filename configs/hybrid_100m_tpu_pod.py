@@ -12,9 +12,9 @@ batch over all chips. Global batch 1,024 x 512 = 524,288 tokens per step; 2,500 
 10 epochs (~1.3B tokens); LAMB is made for large batches, so the peak rate stays 1e-2 with
 a proportionally shorter warmup. The global batch must divide by the number of processes.
 
-Throughput (estimate, not measured): 729 MFLOP per token; on a v5p-32 slice (16 chips x
+Throughput (estimate, not measured): 728 MFLOP per token; on a v5p-32 slice (16 chips x
 459 TFLOP/s bf16) at an assumed 35% MFU, ~3.5M tokens/s, so ~0.15 s per step and ~7 minutes
-for 2,500 steps (plus compilation and checkpoints); on v4-32 (16 x 275 TFLOP/s) ~12
+for 2,500 steps (plus compilation and checkpoints); on v4-32 (16 x 275 TFLOP/s) ~10
 minutes. Memory per chip (measured: XLA's memory analysis of this step compiled for 16
 virtual CPU devices, `XLA_FLAGS=--xla_force_host_platform_device_count=16 python
 experiments/benchmarks/train_throughput.py --memory_only --configs configs/hybrid_100m_tpu_pod.py`):
