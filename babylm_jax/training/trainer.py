@@ -96,7 +96,8 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     def step_fn(state: TrainState, batch: dict, rng: jax.Array) -> tuple[TrainState, dict]:
         batch = reshape_rows({k: v for k, v in batch.items() if k != "words"}, length)
         rng = jax.random.fold_in(rng, state.step)
-        micro_batches = jax.tree.map(lambda x: x.reshape(accum, -1, *x.shape[1:]), batch)
+        # Micro-batch i takes rows i, i+accum, ...: every device keeps a share of each one.
+        micro_batches = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(-1, accum, *x.shape[1:]), 0, 1), batch)
 
         def accumulate(carry, xs):
             grads_sum, loss_sum = carry
