@@ -116,9 +116,10 @@ def test_analytic_count_matches_the_models_matmuls(family, scan_layers):
     ],
 )
 def test_device_peak_table_lookup(kind, peak, monkeypatch):
-    monkeypatch.setattr(jax, "devices", lambda *args: [types.SimpleNamespace(device_kind=kind)])
+    monkeypatch.setattr(jax, "devices", lambda *args: [types.SimpleNamespace(device_kind=kind)] * 4)
+    monkeypatch.setattr(jax, "device_count", lambda *args: 4)
     value, source = metrics.device_peak_flops()
-    assert value == peak and kind in source and "table" in source
+    assert value == 4 * peak and kind in source and "table" in source
 
 
 def test_unknown_device_falls_back_to_a_measured_matmul():

@@ -65,12 +65,16 @@ def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
 
 
 def device_peak_flops() -> tuple[float, str]:
-    """Peak FLOP/s of one local device and where the figure came from."""
+    """Peak FLOP/s of the whole run (all devices) and where the figure came from.
+
+    Accelerators: the table's per-device peak times the device count. CPUs: a matmul
+    measured on this host (virtual CPU devices share its cores) times the host count.
+    """
     kind = jax.devices()[0].device_kind
     for name, peak in DEVICE_PEAK_FLOPS.items():
         if name.lower() in kind.lower():
-            return peak, f"table ({kind}, bf16 dense)"
-    return measure_matmul_peak(n=1024, repeats=3), f"measured f32 matmul ({kind})"
+            return peak * jax.device_count(), f"table ({kind}, bf16 dense)"
+    return measure_matmul_peak(n=1024, repeats=3) * jax.process_count(), f"measured f32 matmul ({kind})"
 
 
 class MetricsWriter:

@@ -228,7 +228,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     c = model.config
     causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[c.family]
     peak_flops, peak_source = metrics_lib.device_peak_flops()
-    peak_flops *= jax.device_count()
     milestones = [m for m in word_milestones(config.checkpoint.milestone_unit, 1e12) if m > words_seen] \
         if config.checkpoint.word_milestones else []
     step_rng = jax.random.fold_in(root_rng, 1)
