@@ -12,22 +12,15 @@ Measured (experiments/benchmarks/train_throughput.py on the shared 2-core CPU, f
 2026-11-29): ~1,850 tokens/s (0.57 of the measured f32 matmul FLOP/s), so 300 steps take
 about 5-6 minutes; XLA's memory analysis of the step: 19 MB of state, 258 MB of temporaries.
 """
-import importlib.util
 import pathlib
 
 import ml_collections
 
-
-def _load(name: str) -> ml_collections.ConfigDict:
-    """`get_config()` of a sibling config file (configs/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+from babylm_jax.config_files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = _load("base")
+    config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.model.family = "hybrid"
     config.train.mask_rate = 0.3
     config.train.mask_rate_final = 0.15

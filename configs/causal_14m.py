@@ -29,22 +29,15 @@ steps. Memory (measured: XLA's memory analysis of this step compiled for CPU,
 logits and their gradient; hence 2 micro-batches per step (34 GB with
 --config.train.grad_accum_steps=1, which an 80 GB GPU holds).
 """
-import importlib.util
 import pathlib
 
 import ml_collections
 
-
-def _load(name: str) -> ml_collections.ConfigDict:
-    """`get_config()` of a sibling config file (configs/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+from babylm_jax.config_files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = _load("base")
+    config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/official_corpus"
     config.data.tokenizer.training_sentences = 2_000_000
 

@@ -26,22 +26,15 @@ micro-batches of 128 rows per step, so it fits an 80 GB H100; an H200 (141 GB) a
 --config.train.grad_accum_steps=1 (80 GB of temporaries). model.remat="full" would need
 30 GB at one micro-batch but recomputes every matmul.
 """
-import importlib.util
 import pathlib
 
 import ml_collections
 
-
-def _load(name: str) -> ml_collections.ConfigDict:
-    """`get_config()` of a sibling config file (configs/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+from babylm_jax.config_files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = _load("base")
+    config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/official_corpus"
     config.data.tokenizer.training_sentences = 2_000_000
 

@@ -24,22 +24,15 @@ experiments/benchmarks/train_throughput.py --memory_only --configs configs/hybri
 a contiguous block of rows held by half the devices, so accumulation saves nothing on a
 mesh), and sharding constraints on the activations (batch over data x fsdp).
 """
-import importlib.util
 import pathlib
 
 import ml_collections
 
-
-def _load(name: str) -> ml_collections.ConfigDict:
-    """`get_config()` of a sibling config file (configs/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+from babylm_jax.config_files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = _load("hybrid_100m")
+    config = load_config_file(pathlib.Path(__file__).with_name("hybrid_100m.py"))
     config.distributed.initialize = True
     config.mesh.fsdp = 4
     config.train.update(batch_size=1024, num_steps=2500, warmup_steps=40, grad_accum_steps=2,

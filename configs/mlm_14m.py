@@ -18,22 +18,15 @@ H100/H200, ~1.1-1.2M tokens/s, ~15 minutes in all. Memory (measured by XLA's mem
 analysis of the step compiled for CPU, as in configs/causal_14m.py): 0.15 GB of state and
 ~17 GB of temporaries with its 2 micro-batches per step, at both lengths.
 """
-import importlib.util
 import pathlib
 
 import ml_collections
 
-
-def _load(name: str) -> ml_collections.ConfigDict:
-    """`get_config()` of a sibling config file (configs/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"configs_{name}", pathlib.Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+from babylm_jax.config_files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = _load("causal_14m")
+    config = load_config_file(pathlib.Path(__file__).with_name("causal_14m.py"))
     config.model.family = "mlm"
     config.train.mask_rate = 0.15
     config.train.mask_rate_final = 0.15

@@ -52,12 +52,9 @@ def tiny_corpus_dir(tmp_path_factory) -> pathlib.Path:
 
 def tiny_config(corpus_dir: pathlib.Path, family: str = "causal"):
     """configs/base.py shrunk to a model and run that train in seconds on a CPU."""
-    import importlib.util
+    from babylm_jax.config_files import load_config_file
 
-    spec = importlib.util.spec_from_file_location("base_config", pathlib.Path(__file__).parents[1] / "configs/base.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
+    config = load_config_file(pathlib.Path(__file__).parents[1] / "configs/base.py")
     config.data.corpus = str(corpus_dir)
     config.data.eval_share = 0.05
     config.data.num_workers = 1

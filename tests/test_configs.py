@@ -1,11 +1,11 @@
 """Every config in configs/ loads, validates and shape-initialises; recipe sizes match their names."""
-import importlib.util
 import pathlib
 
 import jax
 import ml_collections
 import pytest
 
+from babylm_jax.config_files import load_config_file
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training import optim, trainer
 from babylm_jax.training.state import abstract_state
@@ -18,10 +18,7 @@ CPU_MINUTES = {"base": "causal", "base_mlm": "mlm", "base_hybrid": "hybrid"}
 
 
 def load(path: pathlib.Path) -> ml_collections.ConfigDict:
-    spec = importlib.util.spec_from_file_location(f"test_configs_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return load_config_file(path)
 
 
 @pytest.fixture(scope="module")

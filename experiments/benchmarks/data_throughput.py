@@ -11,7 +11,6 @@ objectives.compute_loss + optax adamw) measured in the same process. Last line:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import pathlib
 import shutil
 import tempfile
@@ -23,6 +22,7 @@ import numpy as np
 import optax
 from flax.linen import meta
 
+from babylm_jax.config_files import load_config_file
 from babylm_jax.data import cache, pipeline
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer
@@ -31,10 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def base_config():
-    spec = importlib.util.spec_from_file_location("base", ROOT / "configs" / "base.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return load_config_file(ROOT / "configs" / "base.py")
 
 
 def train_steps_per_second(config, batch: dict, steps: int = 10) -> float:

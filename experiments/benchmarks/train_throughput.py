@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import pathlib
 import sys
 import time
@@ -42,6 +41,7 @@ import ml_collections
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from babylm_jax.config_files import load_config_file  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, optim, sharding, state as state_lib, trainer  # noqa: E402
 
@@ -56,10 +56,7 @@ def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
     file = pathlib.Path(path) if pathlib.Path(path).is_file() else REPO / path
     if not file.is_file():
         raise FileNotFoundError(f"config file {path} not found")
-    spec = importlib.util.spec_from_file_location(f"bench_config_{file.stem}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
+    config = load_config_file(file)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
