@@ -85,8 +85,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000, help="pairs for the causal kernel")
     parser.add_argument("--pll_pairs", type=int, default=300, help="pairs for the PLL kernel")
     parser.add_argument("--reference_pairs", type=int, default=100, help="pairs for the slow reference")
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--row_len", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=tasks.EvalOptions.batch_size)
+    parser.add_argument("--row_len", type=int, default=tasks.EvalOptions.row_len)
     args = parser.parse_args()
 
     print(f"devices: {jax.devices()}")
