@@ -27,7 +27,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
     parser.add_argument("--use_ema", choices=("auto", "yes", "no"), default="auto",
                         help="score EMA params ('auto': when the run kept them)")
-    parser.add_argument("--limit", type=int, default=None, help="score only the first N items of each task")
+    parser.add_argument("--limit", type=int, default=None, help="quick runs: the first N items of each minimal-pair task, N evenly spaced examples per fine-tuning split")
     parser.add_argument("--batch_size", type=int, default=128, help="rows per scoring batch")
     parser.add_argument("--row_len", type=int, default=64, help="packed row length for scoring")
     parser.add_argument("--within_word_l2r", action="store_true", help="PLL variant for masked/hybrid models")

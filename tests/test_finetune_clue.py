@@ -164,3 +164,13 @@ def test_real_data_counts(data_dir):
     assert sum(e.label == 0 for e in wsc.dev) == 111  # "true" in dev
     afqmc = clue.load_clue_task(data_dir, "afqmc")
     assert sum(e.label for e in afqmc.dev) == 1338
+
+
+def test_limit_spreads_over_label_sorted_files(data_dir):
+    """tnews files are sorted by label: the first 64 rows hold one label, a spread subset many."""
+    full = clue.load_clue_task(data_dir, "tnews")
+    quick = clue.load_clue_task(data_dir, "tnews", limit=64)
+    assert len(quick.train) == len(quick.dev) == 64
+    assert len({e.label for e in full.train[:64]}) == 1
+    assert len({e.label for e in quick.train}) >= 10 and len({e.label for e in quick.dev}) >= 10
+    assert quick.train[0] == full.train[0] and quick.train[-1] == full.train[-1]

@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+import numpy as np
 
 from babylm_jax.data.jsonl import read_jsonl
 
@@ -83,14 +85,10 @@ def _label_id(value: Any, label_names: tuple[str, ...], where: str) -> int:
     return label_names.index(name)
 
 
-def _read_rows(
-    path: pathlib.Path, make: Callable[[dict, str], Example | None], limit: int | None
-) -> tuple[list[Example], int]:
-    """Examples of a JSONL file (the first `limit` kept) and the count of rows `make` dropped."""
+def _read_rows(path: pathlib.Path, make: Callable[[dict, str], Example | None]) -> tuple[list[Example], int]:
+    """Examples of a JSONL file and the count of rows `make` dropped."""
     examples, dropped = [], 0
     for number, row in read_jsonl(path):
-        if limit is not None and len(examples) >= limit:
-            break
         example = make(row, f"{path}:{number}")
         if example is None:
             dropped += 1
@@ -127,7 +125,7 @@ def _wsc_row(row: dict, where: str) -> Example:
     return Example((texts,), _label_id(_field(row, "label", where), WSC_LABELS, where))
 
 
-def read_c3_file(path: pathlib.Path, limit: int | None = None) -> list[Example]:
+def read_c3_file(path: pathlib.Path) -> list[Example]:
     """One multiple-choice example per question: rows (passage, question, option)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: file not found")
@@ -156,18 +154,13 @@ def read_c3_file(path: pathlib.Path, limit: int | None = None) -> list[Example]:
             text_q = str(_field(question, "question", q_where))
             rows = tuple((passage, text_q, option) for option in options)
             examples.append(Example(rows, options.index(answer)))
-            if limit is not None and len(examples) >= limit:
-                return examples
     return examples
 
 
-def _read_c3(task_dir: pathlib.Path, split: str, limit: int | None) -> list[Example]:
+def _read_c3(task_dir: pathlib.Path, split: str) -> list[Example]:
     examples: list[Example] = []
     for genre in ("d", "m"):
-        remaining = None if limit is None else limit - len(examples)
-        if remaining == 0:
-            break
-        examples += read_c3_file(task_dir / f"c3-{genre}-{split}.json", remaining)
+        examples += read_c3_file(task_dir / f"c3-{genre}-{split}.json")
     if not examples:
         raise ValueError(f"{task_dir}: no {split} questions in c3-d-{split}.json / c3-m-{split}.json (empty split)")
     return examples
@@ -180,9 +173,20 @@ def _diagnostic_files(task_dir: pathlib.Path) -> list[pathlib.Path]:
     return files
 
 
+def evenly_spaced(examples: list[Example], limit: int | None) -> list[Example]:
+    """At most `limit` examples spread evenly over the split (files are often sorted by label)."""
+    if limit is None or len(examples) <= limit:
+        return examples
+    return [examples[i] for i in np.linspace(0, len(examples) - 1, limit).round().astype(int)]
+
+
 def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = None) -> ClueTask:
-    """Reads task `name` from `<data_dir>/<name>/`; `limit` keeps the first N examples per split."""
-    data_dir = pathlib.Path(data_dir)
+    """Reads task `name` from `<data_dir>/<name>/`; `limit` keeps N evenly spaced examples per split."""
+    task = _load_full_task(pathlib.Path(data_dir), name)
+    return dataclasses.replace(task, train=evenly_spaced(task.train, limit), dev=evenly_spaced(task.dev, limit))
+
+
+def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     task_dir = data_dir / name
     if name in ("afqmc", "ocnli", "tnews", "cluewsc2020"):
         label_names, make = {
@@ -191,20 +195,17 @@ def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = 
             "tnews": (TNEWS_LABELS, _tnews_row),
             "cluewsc2020": (WSC_LABELS, _wsc_row),
         }[name]
-        train, train_dropped = _read_rows(task_dir / "train.json", make, limit)
-        dev, dev_dropped = _read_rows(task_dir / "dev.json", make, limit)
+        train, train_dropped = _read_rows(task_dir / "train.json", make)
+        dev, dev_dropped = _read_rows(task_dir / "dev.json", make)
         epochs = 30 if name == "cluewsc2020" else 10
         return ClueTask(name, "classification", label_names, train, dev, {"train": train_dropped, "dev": dev_dropped}, epochs)
     if name == "c3":
-        return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train", limit), _read_c3(task_dir, "dev", limit), {})
+        return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train"), _read_c3(task_dir, "dev"), {})
     if name == "diagnostic_nli":
-        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json", _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL), limit)
+        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json", _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL))
         dev: list[Example] = []
         for path in _diagnostic_files(task_dir):
-            remaining = None if limit is None else limit - len(dev)
-            if remaining == 0:
-                break
-            dev += _read_rows(path, _pair_row(NLI_LABELS), remaining)[0]
+            dev += _read_rows(path, _pair_row(NLI_LABELS))[0]
         return ClueTask(name, "classification", NLI_LABELS, train, dev, {"train": train_dropped, "dev": 0})
     raise ValueError(f"unknown fine-tuning task {name!r}; known: {list(TASK_NAMES)}")
 

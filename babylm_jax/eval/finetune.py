@@ -52,7 +52,7 @@ class FinetuneOptions:
     max_grad_norm: float = 1.0  # Hugging Face Trainer's default clipping
     head_dropout: float = 0.1
     seed: int = 42
-    limit: int | None = None  # keep the first N examples of each split
+    limit: int | None = None  # keep N evenly spaced examples of each split
     length_buckets: tuple[int, ...] = (32, 64, 128)  # row lengths; max_len is always one
     progress: bool = True
 
