@@ -62,3 +62,10 @@ def test_sequence_length_curriculum_splits_rows(tmp_path):
     np.testing.assert_allclose(metrics_split["loss"], metrics_explicit["loss"], rtol=1e-6)
     _, metrics_long = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
     assert abs(float(metrics_long["loss"]) - float(metrics_split["loss"])) > 1e-4  # longer context, other loss
+
+
+def test_word_milestones_follow_the_babylm_schedule():
+    import itertools
+
+    millions = [m / 1e6 for m in itertools.islice(trainer.word_milestones(1e6), 21)]
+    assert millions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300]

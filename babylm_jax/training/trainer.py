@@ -30,14 +30,14 @@ from babylm_jax.training.checkpoint import Checkpointer, check_or_write_config, 
 from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
 
-def word_milestones(unit: float, up_to: float) -> Iterator[float]:
+def word_milestones(unit: float) -> Iterator[float]:
     """1, 2, ..., 10, 20, ..., 100, then every 100 units (BabyLM learning-dynamics checkpoints)."""
-    steps = [unit * k for k in range(1, 10)] + [unit * 10 * k for k in range(1, 10)]
-    yield from (m for m in steps if m <= up_to)
-    m = 100 * unit
-    while m <= up_to:
-        yield m
-        m += 100 * unit
+    yield from (unit * k for k in range(1, 10))
+    yield from (unit * 10 * k for k in range(1, 10))
+    k = 1
+    while True:
+        yield unit * 100 * k
+        k += 1
 
 
 def seq_len_at(config: ml_collections.ConfigDict, step: int) -> int:
@@ -228,8 +228,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     c = model.config
     causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[c.family]
     peak_flops, peak_source = metrics_lib.device_peak_flops()
-    milestones = [m for m in word_milestones(config.checkpoint.milestone_unit, 1e12) if m > words_seen] \
-        if config.checkpoint.word_milestones else []
+    milestones = (m for m in word_milestones(config.checkpoint.milestone_unit) if m > words_seen)
+    next_milestone = next(milestones) if config.checkpoint.word_milestones else math.inf
     step_rng = jax.random.fold_in(root_rng, 1)
     batch_sharding = sharding.batch_sharding(mesh)
     step_fns: dict[int, Any] = {}
@@ -302,11 +302,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
             writer.write({"step": step, "eval_loss": last_eval, "words_seen": words_seen})
             progress.write(f"step {step}: eval_loss {last_eval:.4f}")
             window_start = time.perf_counter()
-        crossed = [m for m in milestones if m <= words_seen]
-        if crossed:
-            milestones = [m for m in milestones if m > words_seen]
+        if words_seen >= next_milestone:
             save(step, milestone=True)
-            progress.write(f"step {step}: word milestone {crossed[-1]:,.0f} (words seen {words_seen:,.0f})")
+            progress.write(f"step {step}: word milestone {next_milestone:,.0f} (words seen {words_seen:,.0f})")
+            while next_milestone <= words_seen:
+                next_milestone = next(milestones)
         if step % config.checkpoint.every_steps == 0 or step == last_step:
             save(step)
     if pending is not None:
