@@ -255,7 +255,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     last_step = num_steps if stop_at_step is None else min(stop_at_step, num_steps)
     eval_batches = data.eval_batches[: config.train.eval_batches]
     tokens_per_step = config.train.batch_size * config.train.seq_len
-    pending: tuple[int, dict] | None = None
+    pending: tuple[int, dict, float] | None = None  # (step, metrics on device, words seen)
     history: list[dict] = []
     last_eval = math.nan
     window_start, window_tokens = time.perf_counter(), 0
