@@ -103,6 +103,8 @@ def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, mo
     trainer.train_and_evaluate(config, str(resumed), stop_at_step=4)
     assert sorted(int(p.name) for p in (resumed / "checkpoints").iterdir()) == [4]
     trainer.train_and_evaluate(config, str(resumed))  # picks up at step 4
+    again = trainer.train_and_evaluate(config, str(resumed))  # a finished run trains nothing more
+    assert again["steps"] == 8 and len(read_metrics(resumed)[0]) == 8
 
     a, b = read_metrics(straight)[0], read_metrics(resumed)[0]
     assert [a[s]["loss"] for s in range(1, 9)] == [b[s]["loss"] for s in range(1, 9)]

@@ -224,6 +224,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     else:
         state = init_unboxed(jax.random.fold_in(root_rng, 0))
 
+    num_steps = config.train.num_steps
+    last_step = num_steps if stop_at_step is None else min(stop_at_step, num_steps)
+    if start_step >= last_step:
+        checkpointer.close()
+        if is_main:
+            print(f"{workdir} is already at step {start_step}; nothing to train (raise train.num_steps to go on)")
+        return {"steps": start_step, "tokens_seen": tokens_seen, "words_seen": words_seen}
+
     num_params = count_params(state.params)
     c = model.config
     causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[c.family]
@@ -251,8 +259,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
         meta = {"step": step, "tokens_seen": tokens_seen, "words_seen": words_seen}
         checkpointer.save(step, state, data.train_iterator, meta, milestone=milestone)
 
-    num_steps = config.train.num_steps
-    last_step = num_steps if stop_at_step is None else min(stop_at_step, num_steps)
     eval_batches = data.eval_batches[: config.train.eval_batches]
     tokens_per_step = config.train.batch_size * config.train.seq_len
     pending: tuple[int, dict, float] | None = None  # (step, metrics on device, words seen)
