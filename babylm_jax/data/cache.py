@@ -44,18 +44,28 @@ def num_workers(data_config) -> int:
 
 
 @contextlib.contextmanager
-def atomic_dir(final: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A temporary directory renamed to `final` on success, removed on failure."""
+def atomic_dir(final: pathlib.Path, replace: bool = False) -> Iterator[pathlib.Path]:
+    """A temporary directory renamed to `final` on success, removed on failure.
+
+    An existing `final` is kept (another process finished the same shard first) unless
+    `replace`, when it is moved aside and swapped out for the new directory.
+    """
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp"))
+    old = None
     try:
         yield tmp
+        if replace and final.exists():
+            old = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old"))
+            os.replace(final, old / final.name)
         try:
             os.replace(tmp, final)
         except OSError:
-            if not final.exists():  # another process finishing the same shard first is fine
+            if not final.exists():
                 raise
     finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -91,7 +91,7 @@ def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) ->
     stamp = target / "fingerprint.txt"
     if stamp.exists() and stamp.read_text() == key:
         return
-    with cache_lib.atomic_dir(target) as tmp:
+    with cache_lib.atomic_dir(target, replace=True) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
         (tmp / "fingerprint.txt").write_text(key)
 
