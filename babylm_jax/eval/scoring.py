@@ -10,13 +10,14 @@ Every variant reduces to "units" packed as segments into fixed [B, R] rows, plus
 
 Reads gather the final hidden state before the output projection, so PLL never builds
 L x L x V logits. Rows come in a few static shapes (row length R, reads per row K), batches
-are split over a 1-D mesh of the local devices, all batches are dispatched before one
-`segment_sum` over every read and a single fetch.
+are split over a 1-D mesh of the local devices, all batches are dispatched before a single
+fetch, and reads are summed per sentence on the host in float64.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import jax
@@ -293,12 +294,6 @@ class SentenceScorer:
         self.params = jax.device_put(params, NamedSharding(self.mesh, P()))
         causal = variant == "causal"
         self._read = jax.jit(lambda p, b: read_logprobs(model, p, b, causal))
-        self._sum = jax.jit(
-            lambda parts, ids, n: jax.ops.segment_sum(
-                jnp.concatenate([x.reshape(-1) for x in parts]), ids, num_segments=n + 1
-            )[:n],
-            static_argnums=2,
-        )
         self.last_real_tokens = 0
         self.last_padded_tokens = 0
         self.last_reads = 0
@@ -338,7 +333,14 @@ class SentenceScorer:
                          for f in dataclasses.fields(Rows) if f.name != "read_sentence"}
                 parts.append(self._read(self.params, jax.device_put(batch, sharding)))
             ids.append(rows.read_sentence.reshape(-1))
-        return np.asarray(self._sum(parts, np.concatenate(ids), num), dtype=np.float64)
+        reads = np.concatenate([x.reshape(-1) for x in jax.device_get(parts)]).astype(np.float64)
+        return np.bincount(np.concatenate(ids), weights=reads, minlength=num + 1)[:num]  # id num = padding
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _reference_log_probs(model: Transformer, params: Any, tokens_L: jax.Array, segments_L: jax.Array) -> jax.Array:
+    """[L, V] log-probs of one row: the reference's forward, compiled once per model and length."""
+    return jax.nn.log_softmax(model.apply(params, tokens_L[None], segments_L[None])[0], axis=-1)
 
 
 def reference_scores(
@@ -350,7 +352,7 @@ def reference_scores(
     Each input is alone in its row, padded at the end to a power of two (segment id 0), so
     that a few lengths compile.
     """
-    forward = jax.jit(lambda p, t, s: jax.nn.log_softmax(model.apply(p, t[None], s[None])[0], axis=-1))
+    forward = functools.partial(_reference_log_probs, model)
 
     def log_probs(tokens: Sequence[int]) -> np.ndarray:
         padded = np.zeros(max(16, _next_pow2(len(tokens))), np.int32)

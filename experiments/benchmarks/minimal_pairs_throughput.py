@@ -26,6 +26,7 @@ import configs.base  # noqa: E402
 from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring, tasks  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
+from babylm_jax.training import metrics  # noqa: E402
 
 
 def load_sentences(num_pairs: int) -> list[str]:
@@ -54,24 +55,13 @@ def random_model(family: str, vocab_size: int) -> tuple[Transformer, dict]:
 
 def forward_flops(config: ModelConfig, unit_lengths: list[int], reads: int, causal: bool) -> float:
     """Useful forward FLOPs: matmuls and attention over real tokens, projection at real reads."""
-    d, f, n = config.d_model, config.d_ff, config.num_layers
-    mlp = 3 * d * f if config.mlp == "swiglu" else 2 * d * f
-    per_token = 2 * n * (4 * d * d + mlp)
+    d, n = config.d_model, config.num_layers
+    head = 2 * d * d if config.has_head_transform else 0
+    per_token = 2 * metrics.matmul_params(config) - head  # the head transform runs at reads only
     lengths = np.asarray(unit_lengths, np.float64)
     context = lengths * (lengths + 1) / 2 if causal else lengths * lengths  # query-key pairs per unit
     attention = 4 * n * d * context.sum()  # QK^T and PV
-    head = 2 * d * d if config.has_head_transform else 0
     return per_token * lengths.sum() + attention + reads * (2 * d * config.vocab_size + head)
-
-
-def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-    a = jnp.ones((n, n), jnp.float32)
-    matmul = jax.jit(lambda x: x @ x)
-    matmul(a).block_until_ready()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        matmul(a).block_until_ready()
-    return 2 * n**3 * repeats / (time.perf_counter() - start)
 
 
 def timed(fn, *args):
@@ -92,7 +82,7 @@ def main() -> None:
     print(f"devices: {jax.devices()}")
     texts = load_sentences(args.pairs)
     tokenizer = CharTokenizer(sorted(set("".join(texts))), byte_fallback=True)
-    peak = matmul_peak()
+    peak = metrics.measure_matmul_peak()
     print(f"measured matmul peak: {peak / 1e9:.1f} GFLOP/s")
 
     efficiency = {}
