@@ -2,7 +2,6 @@
 import pathlib
 
 import jax
-import ml_collections
 import pytest
 
 from babylm_jax.config_files import load_config_file
@@ -17,16 +16,12 @@ NAMED_SIZES = {"causal_14m": 14e6, "mlm_14m": 14e6, "hybrid_100m": 100e6, "hybri
 CPU_MINUTES = {"base": "causal", "base_mlm": "mlm", "base_hybrid": "hybrid"}
 
 
-def load(path: pathlib.Path) -> ml_collections.ConfigDict:
-    return load_config_file(path)
-
-
 @pytest.fixture(scope="module")
 def states() -> dict:
     """name -> (config, abstract train state, model), shapes only (`jax.eval_shape`)."""
     out = {}
     for path in CONFIG_FILES:
-        config = load(path)
+        config = load_config_file(path)
         state, model = abstract_state(config)
         out[path.stem] = (config, state, model)
     return out
@@ -41,9 +36,15 @@ def test_config_loads_and_shape_initialises(path, states):
     config, state, model = states[path.stem]
     assert path.read_text().lstrip().startswith('"""'), "each config starts with a header docstring"
     n = count_params(state.params)
-    assert n > 0 and int(state.step.size) == 1
+    assert n > 0 and state.step.shape == () and state.step.dtype == jax.numpy.int32
     assert all(x.dtype == jax.numpy.float32 for x in jax.tree.leaves(state.params)), "params are float32"
-    assert jax.tree.structure(state.opt_state) is not None
+    # adamw and lamb keep two moment trees shaped like the params, plus a few scalar counters.
+    param_shapes = sorted(x.shape for x in jax.tree.leaves(state.params))
+    opt_leaves = jax.tree.leaves(state.opt_state)
+    moments = [x for x in opt_leaves if x.shape != ()]
+    scalars = [x for x in opt_leaves if x.shape == ()]
+    assert sorted(x.shape for x in moments) == sorted(param_shapes * 2)
+    assert sum(x.size for x in opt_leaves) == 2 * n + len(scalars) and 1 <= len(scalars) <= 4
     assert (state.ema_params is not None) == (config.train.ema_decay > 0)
     assert model.config.vocab_size == config.model.vocab_size
     # Keys the trainer reads exist and hold sensible values.

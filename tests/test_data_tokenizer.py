@@ -27,8 +27,11 @@ def test_special_ids_are_fixed(trained):
     assert trained.vocab_size <= 400
     assert trained.id_to_piece(4) == "[MASK]"
     assert trained.encode("[MASK]") != [trained.mask_id]  # specials are never produced from text
-    assert (trained.unk_id is None) == trained.byte_fallback
+    # UNK (id 1) is emitted for unseen text, and listed as special, exactly when there is no byte fallback.
+    assert (1 in trained.encode(UNSEEN)) == (not trained.byte_fallback)
     assert set(trained.special_ids) >= {0, 2, 3, 4, 5, 6}
+    assert (1 in trained.special_ids) == (trained.unk_id is not None)  # id 1 is UNK exactly when UNK exists
+    assert trained.unk_id in (None, 1)
 
 
 def test_round_trip_and_offsets(trained):

@@ -174,12 +174,18 @@ def _spec(name):
 def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
     word = fmri.run_word_fmri(_spec("word_fmri"), loaded, synth, EvalOptions())
     assert word.details["layer"] == 2 and set(word.details["layer_sweep"]) == {"0", "1", "2"}
-    assert word.values["mean"] == pytest.approx(np.mean(list(word.details["per_subject"].values())))
+    per_subject = word.details["per_subject"]
+    assert sorted(per_subject) == ["01", "02"]
+    assert word.values["mean"] == pytest.approx((per_subject["01"] + per_subject["02"]) / 2)
+    for s in ("01", "02"):  # the top-10% word mean is never below the all-word mean
+        assert per_subject[s] >= word.details["mean_word_r"][s] - 1e-12
     assert word.values["mean"] == pytest.approx(word.details["layer_sweep"]["2"])
     discourse = fmri.run_fmri(_spec("fmri"), loaded, synth, EvalOptions(fmri_layer=1, extra={"fmri.layers": [1]}))
     per_group = discourse.details["per_roi_subject"]
     assert sorted(per_group) == ["Language/01", "Language/02", "Vision/01", "Vision/02"]
-    assert discourse.values["mean"] == pytest.approx(np.mean(list(per_group.values())))
+    per_roi = discourse.details["per_roi"]
+    assert per_roi["Language"] == pytest.approx((per_group["Language/01"] + per_group["Language/02"]) / 2)
+    assert discourse.values["mean"] == pytest.approx((per_roi["Language"] + per_roi["Vision"]) / 2)
     assert discourse.details["per_roi"]["Vision"] == pytest.approx((per_group["Vision/01"] + per_group["Vision/02"]) / 2)
     assert np.isfinite(discourse.values["mean"]) and "layers" in discourse.figures
     with pytest.raises(ValueError, match="unknown setting"):
