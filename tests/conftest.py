@@ -11,6 +11,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
+from fixtures.data import synthetic  # noqa: E402
 
 
 @pytest.fixture
@@ -22,39 +23,17 @@ def data_dir() -> pathlib.Path:
     return pathlib.Path(path)
 
 
-_SUBJECTS = ["我", "你", "他", "她", "我们", "老师", "学生", "小明", "妈妈", "爸爸"]
-_VERBS = ["喜欢", "看", "吃", "买", "写", "读"]
-_OBJECTS = ["苹果", "书", "电影", "信", "面包", "报纸"]
-
-
-def synthetic_documents(num_documents: int, seed: int = 0) -> list[str]:
-    """Learnable Chinese text of our own: documents of 3-8 subject-verb-object sentences."""
-    import random
-
-    rng = random.Random(seed)
-    docs = []
-    for _ in range(num_documents):
-        sentences = [
-            f"{rng.choice(_SUBJECTS)}{rng.choice(_VERBS)}{rng.choice(_OBJECTS)}{rng.choice(['。', '了。'])}"
-            for _ in range(rng.randint(3, 8))
-        ]
-        docs.append("".join(sentences))
-    return docs
-
-
 @pytest.fixture(scope="session")
 def tiny_corpus_dir(tmp_path_factory) -> pathlib.Path:
     """A directory with one .txt file of synthetic documents separated by blank lines."""
     directory = tmp_path_factory.mktemp("tiny_corpus")
-    (directory / "docs.txt").write_text("\n\n".join(synthetic_documents(300)) + "\n", encoding="utf-8")
+    (directory / "docs.txt").write_text("\n\n".join(synthetic.svo_documents(300)) + "\n", encoding="utf-8")
     return directory
 
 
 def tiny_config(corpus_dir: pathlib.Path, family: str = "causal"):
     """configs/base.py shrunk to a model and run that train in seconds on a CPU."""
-    from babylm_jax.config_files import load_config_file
-
-    config = load_config_file(pathlib.Path(__file__).parents[1] / "configs/base.py")
+    config = synthetic.base_config()
     config.data.corpus = str(corpus_dir)
     config.data.eval_share = 0.05
     config.data.num_workers = 1
