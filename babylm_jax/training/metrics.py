@@ -40,6 +40,11 @@ def matmul_params(c: ModelConfig) -> int:
     return c.num_layers * per_layer + head
 
 
+def causal_share(config) -> float:
+    """The share of rows that attend causally: 1 (causal), 0 (mlm), train.hybrid_causal_share (hybrid)."""
+    return {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[config.model.family]
+
+
 def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float) -> float:
     """Forward FLOPs per token; `causal_share` is the fraction of rows attending causally."""
     attention = 4 * seq_len * c.d_model * c.num_layers * (1.0 - 0.5 * causal_share)

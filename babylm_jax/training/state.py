@@ -11,7 +11,7 @@ import ml_collections
 import optax
 
 from babylm_jax.model.transformer import ModelConfig, Transformer
-from babylm_jax.training import optim
+from babylm_jax.training import optim, sharding
 
 
 @flax.struct.dataclass
@@ -51,3 +51,17 @@ def abstract_state(config: ml_collections.ConfigDict) -> tuple[TrainState, Trans
     model = build_model(config)
     init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
     return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
+
+
+def sharded_init(
+    config: ml_collections.ConfigDict, model: Transformer, optimizer: optax.GradientTransformation, mesh
+) -> tuple[Callable[[jax.Array], TrainState], Any, TrainState]:
+    """(jitted rng -> unboxed TrainState laid out on `mesh`, its shardings, its sharded shapes)."""
+    init = boxed_init_fn(config, model, optimizer)
+    shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
+    init_unboxed = jax.jit(lambda rng: nn.meta.unbox(init(rng)), out_shardings=shardings)
+    abstract = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        jax.eval_shape(init_unboxed, jax.random.key(0)), shardings,
+    )
+    return init_unboxed, shardings, abstract

@@ -12,7 +12,6 @@ import os
 import time
 from typing import Any, Iterator
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -27,7 +26,7 @@ from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
 from babylm_jax.training.checkpoint import Checkpointer, check_or_write_config, write_json_atomic
-from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
+from babylm_jax.training.state import TrainState, build_model, sharded_init
 
 
 def word_milestones(unit: float) -> Iterator[float]:
@@ -204,19 +203,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     mesh = sharding.make_mesh(config.mesh, jax.devices()[: config.mesh.num_devices or None] if jax.process_count() == 1 else None)
     masking = make_masking(config, data.tokenizer)
 
-    init = boxed_init_fn(config, model, optimizer)
-    state_shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
-    init_unboxed = jax.jit(lambda rng: nn.meta.unbox(init(rng)), out_shardings=state_shardings)
+    init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
     root_rng = jax.random.key(config.train.seed)
 
     checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
     latest = checkpointer.latest_step()
     if latest is not None:
-        target = jax.tree.map(
-            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-            jax.eval_shape(init_unboxed, root_rng), state_shardings,
-        )
         state, meta = checkpointer.restore(latest, target, data.train_iterator)
         start_step, tokens_seen, words_seen = latest, int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
@@ -234,7 +227,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
 
     num_params = count_params(state.params)
     c = model.config
-    causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[c.family]
+    causal_share = metrics_lib.causal_share(config)
     peak_flops, peak_source = metrics_lib.device_peak_flops()
     milestones = (m for m in word_milestones(config.checkpoint.milestone_unit) if m > words_seen)
     next_milestone = next(milestones) if config.checkpoint.word_milestones else math.inf

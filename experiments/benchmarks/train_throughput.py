@@ -6,7 +6,7 @@
     python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py
     python experiments/benchmarks/train_throughput.py --set model.num_layers=2 --set train.batch_size=8
 
-For each config it builds the train step exactly as the trainer does (`state.boxed_init_fn`,
+For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
 `optim.make_optimizer`, `sharding` meshes and shardings, `trainer.make_train_step` jitted
 with the trainer's shardings and donation), compiles it ahead of time (printing XLA's memory
 analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
@@ -35,20 +35,18 @@ import time
 import types
 from typing import Any
 
-import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.config_files import load_config_file  # noqa: E402
+from babylm_jax.data.tokenizer import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, optim, sharding, state as state_lib, trainer  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
-SPECIAL_IDS = tuple(range(7))  # pad, unk, bos, eos, mask, cls, sep: fixed for every tokenizer
-MASK_ID = 4
 
 
 def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
@@ -71,7 +69,7 @@ def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
 
 def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
     """A packed batch of random documents (length ~ geometric, mean seq_len/2), as packing.py emits."""
-    tokens = rng.integers(len(SPECIAL_IDS), vocab_size, (batch_size, seq_len), dtype=np.int32)
+    tokens = rng.integers(len(SPECIAL_PIECES), vocab_size, (batch_size, seq_len), dtype=np.int32)
     segment_ids = np.zeros((batch_size, seq_len), np.int32)
     positions = np.zeros((batch_size, seq_len), np.int32)
     for r in range(batch_size):
@@ -96,16 +94,10 @@ class Bench:
         optimizer = optim.make_optimizer(config.train)
         devices = jax.devices()[: config.mesh.num_devices or None]
         self.mesh = sharding.make_mesh(config.mesh, devices)
-        stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=SPECIAL_IDS)
+        stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
         masking = trainer.make_masking(config, stand_in)
 
-        init = state_lib.boxed_init_fn(config, model, optimizer)
-        state_shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), self.mesh)
-        self.init = jax.jit(lambda rng: nn.meta.unbox(init(rng)), out_shardings=state_shardings)
-        abstract_state = jax.tree.map(
-            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-            jax.eval_shape(self.init, jax.random.key(0)), state_shardings,
-        )
+        self.init, state_shardings, abstract_state = state_lib.sharded_init(config, model, optimizer, self.mesh)
         self.num_params = count_params(abstract_state.params)
         self.shape = (config.train.batch_size, config.train.seq_len)
         batch_sharding = sharding.batch_sharding(self.mesh)
@@ -124,9 +116,7 @@ class Bench:
         self.compile_s = time.perf_counter() - start
         self.memory = self.step.memory_analysis()
         self.tokens_per_step = self.shape[0] * self.shape[1]
-        family = self.model_config.family
-        causal_share = {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[family]
-        self.flops_per_token = metrics.train_flops_per_token(self.model_config, length, causal_share)
+        self.flops_per_token = metrics.train_flops_per_token(self.model_config, length, metrics.causal_share(config))
         self.seconds: list[float] = []
 
     def start(self) -> None:
