@@ -28,12 +28,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--use_ema", choices=("auto", "yes", "no"), default="auto",
                         help="score EMA params ('auto': when the run kept them)")
     parser.add_argument("--limit", type=int, default=None, help="quick runs: the first N items of each minimal-pair task, N evenly spaced examples per fine-tuning split")
-    parser.add_argument("--batch_size", type=int, default=128, help="rows per scoring batch")
-    parser.add_argument("--row_len", type=int, default=64, help="packed row length for scoring")
+    parser.add_argument("--batch_size", type=int, default=tasks_lib.EvalOptions.batch_size, help="rows per scoring batch")
+    parser.add_argument("--row_len", type=int, default=tasks_lib.EvalOptions.row_len, help="packed row length for scoring")
     parser.add_argument("--within_word_l2r", action="store_true", help="PLL variant for masked/hybrid models")
     parser.add_argument("--finetune_epochs", type=int, default=None, help="override the official epochs")
     parser.add_argument("--fmri_layer", type=int, default=None, help="hidden layer for fMRI features")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=tasks_lib.EvalOptions.seed)
     parser.add_argument("--extra", action="append", default=[], metavar="KEY=VALUE",
                         help="free-form option for a task runner (repeatable)")
     args = parser.parse_args(argv)

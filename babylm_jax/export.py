@@ -49,8 +49,6 @@ def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
 
 def export(args: argparse.Namespace) -> pathlib.Path:
     """Loads the checkpoint and writes the export; errors name the file or flag at fault."""
-    import flax.linen as nn
-
     from babylm_jax.hf import writer
     from babylm_jax.training.checkpoint import load_for_eval
 
@@ -69,7 +67,7 @@ def export(args: argparse.Namespace) -> pathlib.Path:
     return writer.write_export(
         args.output,
         loaded.model.config,
-        nn.meta.unbox(loaded.params),
+        loaded.params,
         loaded.tokenizer,
         provenance=provenance,
         run_config=loaded.config.to_dict(),

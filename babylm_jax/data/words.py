@@ -27,11 +27,6 @@ def jieba_words(text: str) -> list[str]:
     return list(jieba.cut(text))
 
 
-def count_words(text: str) -> int:
-    """The official word count of one training sample."""
-    return len(jieba_words(text))
-
-
 def word_start_mask(words: list[str]) -> np.ndarray:
     """[characters] bool: True at the first character of each word of `words` (joined)."""
     lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))

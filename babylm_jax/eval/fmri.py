@@ -43,16 +43,13 @@ import dataclasses
 import pathlib
 from typing import Any, Iterable, Iterator, Sequence
 
-import matplotlib
+import matplotlib.figure
+import numpy as np
+import scipy.stats
+from tqdm import tqdm
 
-matplotlib.use("Agg")
-import matplotlib.figure  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy.stats  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from babylm_jax.eval import cogbench, features, ridge  # noqa: E402
-from babylm_jax.eval.results import TaskResult  # noqa: E402
+from babylm_jax.eval import cogbench, features, ridge
+from babylm_jax.eval.results import TaskResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,11 +13,7 @@ import pathlib
 import tempfile
 from typing import Any, Callable, Mapping
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.figure  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.figure
 
 
 @dataclasses.dataclass
@@ -59,7 +55,6 @@ def save_figure(path: str | pathlib.Path, figure: Any) -> None:
     """Writes a Figure (or calls a PNG-writing callable) to `path` atomically."""
     if isinstance(figure, matplotlib.figure.Figure):
         _atomic_write(pathlib.Path(path), lambda temp: figure.savefig(temp, format="png", dpi=120))
-        plt.close(figure)
     else:
         _atomic_write(pathlib.Path(path), figure)
 

@@ -25,17 +25,12 @@ from typing import Any
 
 import sentencepiece as spm
 
+from babylm_jax.data.tokenizer import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
 SPACE = "\u2581"
-SPECIAL_TOKENS = {  # transformers attribute -> (piece, id); pieces as babylm_jax.data.tokenizer names them
-    "pad_token": ("<pad>", SPECIAL_IDS["pad"]),
-    "unk_token": ("<unk>", SPECIAL_IDS["unk"]),
-    "bos_token": ("<s>", SPECIAL_IDS["bos"]),
-    "eos_token": ("</s>", SPECIAL_IDS["eos"]),
-    "mask_token": ("[MASK]", SPECIAL_IDS["mask"]),
-    "cls_token": ("[CLS]", SPECIAL_IDS["cls"]),
-    "sep_token": ("[SEP]", SPECIAL_IDS["sep"]),
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.data.tokenizer fixes them
+    f"{name}_token": (SPECIAL_PIECES[i], i) for name, i in SPECIAL_IDS.items()
 }
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from babylm_jax.data.tokenizer import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from babylm_jax.model.transformer import FAMILIES, ModelConfig
 
-SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5, "sep": 6}
+SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID, "mask": MASK_ID, "cls": CLS_ID, "sep": SEP_ID}
 NORM_EPS = 1e-6  # babylm_jax.model.layers norms
 REMOTE_CODE_FILES = ("configuration_babylm.py", "modeling_babylm.py")
 

@@ -32,8 +32,8 @@ def tokenizer_summary(tokenizer: Any) -> str:
     kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
     return (
         f"{kind} tokenizer, vocabulary {tokenizer.vocab_size}, byte fallback "
-        f"{'on' if getattr(tokenizer, 'byte_fallback', False) else 'off'}; special ids pad=0 unk=1 bos=2 "
-        "eos=3 mask=4 cls=5 sep=6. Causal inputs are `<s> text`; mlm/hybrid `[CLS] text [SEP]` "
+        f"{'on' if getattr(tokenizer, 'byte_fallback', False) else 'off'}; special ids "
+        f"{' '.join(f'{name}={i}' for name, i in hf_config.SPECIAL_IDS.items())}. Causal inputs are `<s> text`; mlm/hybrid `[CLS] text [SEP]` "
         "(pairs `[CLS] a [SEP] b [SEP]`)."
     )
 
