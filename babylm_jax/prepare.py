@@ -14,7 +14,8 @@ import pathlib
 from absl import app, flags
 from ml_collections import config_flags
 
-from babylm_jax.data import cache, leakage, pipeline, unk_audit
+from babylm_jax.atomic import atomic_write_json
+from babylm_jax.data import leakage, pipeline, unk_audit
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).")
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> None:
         return
     detector = leakage.LeakDetector.from_data_dir(data_dir, int(config.data.leakage.ngram), config.data.normalize)
     leaks = detector.report(prepared.corpus.iter_texts())
-    cache.atomic_write_json(workdir / "leakage.json", leaks)
+    atomic_write_json(workdir / "leakage.json", leaks)
     print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "
           f"-> {workdir / 'leakage.json'}")
     print(_table([[t, s["items"], s["exact"], s["ngram"], s["leaked"]] for t, s in leaks["tasks"].items()],
@@ -56,7 +57,7 @@ def main(argv: list[str]) -> None:
         print("UNK audit (items wrong under the official UNK rule):")
         print(_table([[t, s["items"], s["unk_items"], f"{s['unk_share']:.2%}"] for t, s in audit.items()],
                      ["task", "items", "unk_items", "unk_share"]))
-        cache.atomic_write_json(workdir / "unk_audit.json", audit)
+        atomic_write_json(workdir / "unk_audit.json", audit)
     print(json.dumps({"leaked_items": sum(s["leaked"] for s in leaks["tasks"].values())}))
 
 

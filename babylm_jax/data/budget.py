@@ -10,7 +10,8 @@ import pathlib
 
 import numpy as np
 
-from babylm_jax.data.cache import CorpusCache, atomic_write_json
+from babylm_jax.atomic import atomic_write_json
+from babylm_jax.data.cache import CorpusCache
 
 
 class BudgetError(ValueError):

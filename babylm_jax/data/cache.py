@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import tqdm
 
+from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import corpus, words
 from babylm_jax.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, load_tokenizer
 
@@ -68,14 +69,6 @@ def atomic_dir(final: pathlib.Path, replace: bool = False) -> Iterator[pathlib.P
             shutil.rmtree(old, ignore_errors=True)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def atomic_write_json(path: pathlib.Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------- workers

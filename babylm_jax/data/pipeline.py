@@ -19,6 +19,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import budget, cache as cache_lib, packing
 from babylm_jax.data.tokenizer import Tokenizer, char_tokenizer_from_counts, load_tokenizer, train_tokenizer
 
@@ -197,5 +198,5 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         "token_cache": str(tokens.directory),
     }
     if process_index == 0:
-        cache_lib.atomic_write_json(pathlib.Path(workdir) / "data_stats.json", stats)
+        atomic_write_json(pathlib.Path(workdir) / "data_stats.json", stats)
     return TrainData(prepared.tokenizer, train_iterator, eval_batches, stats)

@@ -12,11 +12,12 @@ import io
 import json
 import os
 import pathlib
-import tempfile
 from typing import Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
+
+from babylm_jax.atomic import atomic_write_bytes
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
@@ -92,7 +93,7 @@ class Tokenizer:
         directory.mkdir(parents=True, exist_ok=True)
         meta = {"kind": self.kind, "vocab_size": self.vocab_size, "byte_fallback": self.byte_fallback}
         meta.update(self._save_model(directory))
-        _atomic_write_bytes(directory / "tokenizer.json", json.dumps(meta, ensure_ascii=False, indent=1).encode())
+        atomic_write_bytes(directory / "tokenizer.json", json.dumps(meta, ensure_ascii=False, indent=1).encode())
 
     def _build_offset_tables(self, pieces: Sequence[str]) -> None:
         advance, continuation = np.zeros(len(pieces), np.int64), np.zeros(len(pieces), bool)
@@ -110,13 +111,6 @@ class Tokenizer:
 
 def _is_byte_piece(piece: str) -> bool:
     return len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">")
-
-
-def _atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -161,7 +155,7 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp.id_to_piece(int(i))
 
     def _save_model(self, directory: pathlib.Path) -> dict:
-        _atomic_write_bytes(directory / "spm.model", self._proto)
+        atomic_write_bytes(directory / "spm.model", self._proto)
         return {"model_file": "spm.model"}
 
 
@@ -220,7 +214,7 @@ class CharTokenizer(Tokenizer):
         return self._pieces[int(i)]
 
     def _save_model(self, directory: pathlib.Path) -> dict:
-        _atomic_write_bytes(directory / "chars.json", json.dumps(self.characters, ensure_ascii=False).encode())
+        atomic_write_bytes(directory / "chars.json", json.dumps(self.characters, ensure_ascii=False).encode())
         return {"model_file": "chars.json"}
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
-import tempfile
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import matplotlib.figure
 
+from babylm_jax.atomic import atomic_write, atomic_write_text
 
 @dataclasses.dataclass
 class TaskResult:
@@ -32,31 +31,12 @@ class TaskResult:
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _atomic_write(path: pathlib.Path, write: Callable[[pathlib.Path], None]) -> None:
-    """Calls `write(temp_path)` for a temp file beside `path`, then renames it onto `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    temp = pathlib.Path(temp_name)
-    try:
-        write(temp)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | pathlib.Path, text: str) -> None:
-    """Writes `text` to `path` atomically (temp file + rename)."""
-    _atomic_write(pathlib.Path(path), lambda temp: temp.write_text(text, encoding="utf-8"))
-
-
 def save_figure(path: str | pathlib.Path, figure: Any) -> None:
     """Writes a Figure (or calls a PNG-writing callable) to `path` atomically."""
     if isinstance(figure, matplotlib.figure.Figure):
-        _atomic_write(pathlib.Path(path), lambda temp: figure.savefig(temp, format="png", dpi=120))
+        atomic_write(path, lambda temp: figure.savefig(temp, format="png", dpi=120))
     else:
-        _atomic_write(pathlib.Path(path), figure)
+        atomic_write(path, figure)
 
 
 def official_results(results: Mapping[str, TaskResult]) -> dict[str, dict[str, float]]:

@@ -18,6 +18,7 @@ import jax
 import ml_collections
 import orbax.checkpoint as ocp
 
+from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data.tokenizer import load_tokenizer
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training.state import TrainState, abstract_state
@@ -25,14 +26,6 @@ from babylm_jax.training.state import TrainState, abstract_state
 CONFIG_FILE = "config.json"
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay")
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Writes JSON to `path` via a temporary file and a rename."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
-    os.replace(tmp, path)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -60,7 +53,7 @@ def check_or_write_config(workdir: str, config: ml_collections.ConfigDict) -> No
                     f"workdir {workdir} holds a run with config key {key}={old.get(key)!r}, but this config has "
                     f"{new.get(key)!r}; use a new --workdir or the original config"
                 )
-    write_json_atomic(path, current)
+    atomic_write_json(path, current)
 
 
 def load_config(workdir: str) -> ml_collections.ConfigDict:

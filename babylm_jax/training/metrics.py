@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from babylm_jax.atomic import atomic_write
 from babylm_jax.model.transformer import ModelConfig
 
 # Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).
@@ -121,8 +122,6 @@ def plot_learning_curves(workdir: str) -> str:
     ax.legend()
     ax.grid(alpha=0.3)
     path = os.path.join(workdir, "learning_curves.png")
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    atomic_write(path, lambda temp: fig.savefig(temp, format="png", dpi=100, bbox_inches="tight"))
     plt.close(fig)
-    os.replace(tmp, path)
     return path

@@ -25,7 +25,8 @@ from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
-from babylm_jax.training.checkpoint import Checkpointer, check_or_write_config, write_json_atomic
+from babylm_jax.atomic import atomic_write_json
+from babylm_jax.training.checkpoint import Checkpointer, check_or_write_config
 from babylm_jax.training.state import TrainState, build_model, sharded_init
 
 
@@ -330,7 +331,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
         "mfu_peak_source": peak_source,
     }
     if is_main:
-        write_json_atomic(os.path.join(workdir, "summary.json"), summary)
+        atomic_write_json(os.path.join(workdir, "summary.json"), summary)
         metrics_lib.plot_learning_curves(workdir)
         print(format_summary(summary))
     return summary
