@@ -153,17 +153,21 @@ def token_dtype(vocab_size: int) -> type:
 # ---------------------------------------------------------------------------- running
 
 
-def _run(fn: Callable, tasks: Iterable[tuple], workers: int, total: int | None, desc: str) -> None:
+def _run(
+    fn: Callable, tasks: Iterable[tuple], workers: int, total: int | None, desc: str,
+    initializer: Callable[[], None] | None = None,
+) -> None:
     """Runs `fn(*task)` for every task with at most 2 x workers tasks in flight; inline for 1 worker."""
     bar = tqdm.tqdm(total=total, desc=desc, unit="shard", leave=False)
     if workers <= 1:
-        _init_worker()
+        if initializer is not None:
+            initializer()
         for task in tasks:
             fn(*task)
             bar.update()
         bar.close()
         return
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker) as pool:
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=initializer) as pool:
         pending: collections.deque = collections.deque()
         for task in tasks:
             pending.append(pool.apply_async(fn, task))
@@ -250,7 +254,7 @@ def count_corpus(data_config, root: pathlib.Path, line_filter=None) -> CorpusCac
             if not out.exists():
                 yield (str(out), raw, normalize, line_filter)
 
-    _run(count_shard, tasks(), num_workers(data_config), None, "count words")
+    _run(count_shard, tasks(), num_workers(data_config), None, "count words", initializer=_init_worker)
     cache = CorpusCache(directory, sources, shard_dirs)
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)
