@@ -11,6 +11,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Dtype = Any
 
@@ -65,13 +66,25 @@ def make_norm(kind: str, dtype: Dtype, name: str | None = None) -> nn.Module:
     raise ValueError(f"config key model.norm: unknown norm {kind!r} (use 'rmsnorm' or 'layernorm')")
 
 
-def rotary_embedding(x_BxLxHxK: jax.Array, positions_BxL: jax.Array, theta: float) -> jax.Array:
-    """Rotates channel pairs (i, i + K/2) by position-dependent angles (RoPE, "rotate_half" layout)."""
+def rope_angles(
+    positions_BxL: jax.Array, head_dim: int, theta: float, max_len: int
+) -> tuple[jax.Array, jax.Array]:
+    """Sine and cosine [B, L, 1, K/2] of RoPE's angles, looked up in a float32 table.
+
+    The table (positions 0..max_len-1) is a compile-time constant, so no layer recomputes
+    sines and cosines: XLA would otherwise redo them inside every layer's q and k fusion.
+    """
+    freqs_K2 = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    angles_PxK2 = np.arange(max_len, dtype=np.float32)[:, None] * freqs_K2
+    sin_BxLxK2 = jnp.asarray(np.sin(angles_PxK2))[positions_BxL]
+    cos_BxLxK2 = jnp.asarray(np.cos(angles_PxK2))[positions_BxL]
+    return sin_BxLxK2[:, :, None, :], cos_BxLxK2[:, :, None, :]
+
+
+def rotary_embedding(x_BxLxHxK: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """Rotates channel pairs (i, i + K/2) by the angles of `rope_angles` (RoPE, "rotate_half" layout)."""
+    sin, cos = rope
     k = x_BxLxHxK.shape[-1]
-    freqs_K2 = 1.0 / (theta ** (jnp.arange(0, k, 2, dtype=jnp.float32) / k))
-    angles_BxLxK2 = positions_BxL.astype(jnp.float32)[..., None] * freqs_K2
-    sin = jnp.sin(angles_BxLxK2)[:, :, None, :]
-    cos = jnp.cos(angles_BxLxK2)[:, :, None, :]
     x = x_BxLxHxK.astype(jnp.float32)
     x1, x2 = x[..., : k // 2], x[..., k // 2 :]
     out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -94,11 +107,12 @@ class Attention(nn.Module):
     """Multi-head self-attention with RoPE; softmax in float32."""
 
     num_heads: int
-    rope_theta: float
     dtype: Dtype
 
     @nn.compact
-    def __call__(self, x_BxLxD: jax.Array, positions_BxL: jax.Array, mask_Bx1xLxL: jax.Array) -> jax.Array:
+    def __call__(
+        self, x_BxLxD: jax.Array, rope: tuple[jax.Array, jax.Array], mask_Bx1xLxL: jax.Array
+    ) -> jax.Array:
         d = x_BxLxD.shape[-1]
         k = d // self.num_heads
         qkv = nn.DenseGeneral(
@@ -106,12 +120,12 @@ class Attention(nn.Module):
             kernel_init=dense_init("embed", None, "heads", "kv"), name="qkv",
         )(x_BxLxD)
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        q_BxLxHxK = rotary_embedding(q_BxLxHxK, positions_BxL, self.rope_theta)
-        k_BxLxHxK = rotary_embedding(k_BxLxHxK, positions_BxL, self.rope_theta)
-        scores_BxHxLxL = jnp.einsum("bqhk,bshk->bhqs", q_BxLxHxK, k_BxLxHxK).astype(jnp.float32) / jnp.sqrt(k)
-        scores_BxHxLxL = jnp.where(mask_Bx1xLxL, scores_BxHxLxL, jnp.finfo(jnp.float32).min)
-        probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1).astype(self.dtype)
-        out_BxLxHxK = jnp.einsum("bhqs,bshk->bqhk", probs_BxHxLxL, v_BxLxHxK)
+        q_BxLxHxK = rotary_embedding(q_BxLxHxK, rope)
+        k_BxLxHxK = rotary_embedding(k_BxLxHxK, rope)
+        # Scores and softmax in float32; XLA's version on every platform (same numbers everywhere).
+        out_BxLxHxK = jax.nn.dot_product_attention(
+            q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask_Bx1xLxL, implementation="xla"
+        )
         return nn.DenseGeneral(
             d, axis=(-2, -1), use_bias=False, dtype=self.dtype,
             kernel_init=dense_init("heads", "kv", "embed"), name="out",

@@ -90,12 +90,16 @@ class Block(nn.Module):
 
     @nn.compact
     def __call__(
-        self, x_BxLxD: jax.Array, positions_BxL: jax.Array, mask_Bx1xLxL: jax.Array, deterministic: bool
+        self,
+        x_BxLxD: jax.Array,
+        rope: tuple[jax.Array, jax.Array],
+        mask_Bx1xLxL: jax.Array,
+        deterministic: bool,
     ) -> tuple[jax.Array, jax.Array]:
         c = self.config
         dtype = c.compute_dtype
         h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
-        h = layers.Attention(c.num_heads, c.rope_theta, dtype, name="attn")(h, positions_BxL, mask_Bx1xLxL)
+        h = layers.Attention(c.num_heads, dtype, name="attn")(h, rope, mask_Bx1xLxL)
         x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic)
         h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
         h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
@@ -162,14 +166,15 @@ class Transformer(nn.Module):
             causal = c.family == "causal"
         causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), (b,))
         mask_Bx1xLxL = layers.attention_mask(segment_ids_BxL, causal_B)
+        rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 
         x_BxLxD = self.embed(tokens_BxL).astype(c.compute_dtype)
         if c.scan_layers:
-            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, positions_BxL, mask_Bx1xLxL, deterministic)
+            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
         else:
             inputs = []
             for block in self.blocks:
-                x_BxLxD, block_input = block(x_BxLxD, positions_BxL, mask_Bx1xLxL, deterministic)
+                x_BxLxD, block_input = block(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
                 inputs.append(block_input)
             block_inputs_NxBxLxD = jnp.stack(inputs) if return_hidden_states else None
         hidden_BxLxD = self.final_norm(x_BxLxD)
