@@ -93,3 +93,22 @@ def test_batch_sizes_cover_rows_with_little_padding():
     assert scoring.batch_sizes(128, 64, 8) == [64, 64]
     assert scoring.batch_sizes(3, 64, 8) == [8]
     assert scoring.batch_sizes(70, 60, 8) == [64, 8]
+
+
+def test_chunked_projection_equals_full_logits():
+    """Reads projected a few at a time (with a padded last chunk) equal one full log-softmax."""
+    model, params = _model("causal")
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(7, 40, size=(3, 8)).astype(np.int32)
+    batch = {
+        "tokens": tokens,
+        "segment_ids": np.ones_like(tokens),
+        "positions": np.broadcast_to(np.arange(8, dtype=np.int32), tokens.shape),
+        "read_pos": rng.integers(0, 8, size=(3, 5)).astype(np.int32),
+        "read_target": rng.integers(0, 40, size=(3, 5)).astype(np.int32),
+    }
+    chunked = scoring.read_logprobs(model, params, batch, causal=True, chunk=4)  # 15 reads: 4 chunks
+    log_probs_BxLxV = jax.nn.log_softmax(model.apply(params, tokens), axis=-1)
+    rows = np.arange(3)[:, None]
+    expected = log_probs_BxLxV[rows, batch["read_pos"], batch["read_target"]]
+    np.testing.assert_allclose(chunked, expected, rtol=0, atol=1e-5)

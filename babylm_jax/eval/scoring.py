@@ -256,17 +256,30 @@ def batch_sizes(num_rows: int, per_batch: int, num_devices: int) -> list[int]:
 
 
 def read_logprobs(
-    model: Transformer, params: Any, batch: dict[str, jax.Array], causal: bool
+    model: Transformer, params: Any, batch: dict[str, jax.Array], causal: bool, chunk: int = 512
 ) -> jax.Array:
-    """[B, K] float32 log p(read_target | row) at each read position (hidden state gathered first)."""
+    """[B, K] float32 log p(read_target | row) at each read position (hidden state gathered first).
+
+    The reads are projected to the vocabulary `chunk` at a time, so each chunk's logits
+    are still in cache for the log-sum-exp (a [B*K, V] array would not be).
+    """
     hidden_BxRxD, _ = model.apply(
         params, batch["tokens"], batch["segment_ids"], batch["positions"], causal, method=Transformer.encode
     )
     hidden_BxKxD = jnp.take_along_axis(hidden_BxRxD, batch["read_pos"][..., None], axis=1)
-    logits_BxKxV = model.apply(params, hidden_BxKxD, method=Transformer.project).astype(jnp.float32)
-    log_z_BxK = jax.nn.logsumexp(logits_BxKxV, axis=-1)
-    target_BxK = jnp.take_along_axis(logits_BxKxV, batch["read_target"][..., None], axis=-1)[..., 0]
-    return target_BxK - log_z_BxK
+    b, k, d = hidden_BxKxD.shape
+    n, chunk = b * k, min(chunk, b * k)
+    pad = -n % chunk
+    hidden_CxNxD = jnp.pad(hidden_BxKxD.reshape(n, d), ((0, pad), (0, 0))).reshape(-1, chunk, d)
+    target_CxN = jnp.pad(batch["read_target"].reshape(n), (0, pad)).reshape(-1, chunk)
+
+    def chunk_logprobs(args: tuple[jax.Array, jax.Array]) -> jax.Array:
+        hidden_NxD, target_N = args
+        logits_NxV = model.apply(params, hidden_NxD, method=Transformer.project).astype(jnp.float32)
+        target_logit_N = jnp.take_along_axis(logits_NxV, target_N[:, None], axis=-1)[:, 0]
+        return target_logit_N - jax.nn.logsumexp(logits_NxV, axis=-1)
+
+    return jax.lax.map(chunk_logprobs, (hidden_CxNxD, target_CxN)).reshape(-1)[:n].reshape(b, k)
 
 
 class SentenceScorer:

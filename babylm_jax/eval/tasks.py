@@ -26,8 +26,8 @@ class EvalOptions:
     """Options the CLI passes to every runner; a runner reads the ones it needs."""
 
     limit: int | None = None  # score only the first N items of each task (deterministic)
-    batch_size: int = 128  # rows per scoring batch (minimal pairs)
-    row_len: int = 64  # packed row length for scoring kernels (short rows waste less attention)
+    batch_size: int = 256  # rows per scoring batch (minimal pairs): 8192 tokens at row_len 32
+    row_len: int = 32  # packed row length for scoring kernels (short rows waste less attention)
     within_word_l2r: bool = False  # PLL variant of Kauf & Ivanova (2023); masked/hybrid only
     finetune_epochs: int | None = None  # None = each task's official number of epochs
     fmri_layer: int | None = None  # None = the official layer (the last)
