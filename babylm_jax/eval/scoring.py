@@ -180,7 +180,7 @@ def pack_units(
             continue
         by_k = collections.defaultdict(list)  # one read per unit: K = units per row, bucketed
         for row in rows:
-            by_k[max(8, _next_pow2(sum(c for _, _, c in row)))].append(row)
+            by_k[max(2, _next_pow2(sum(c for _, _, c in row)))].append(row)
         for k, chosen in by_k.items():
             shapes[(r, k)].append(_fill_rows(chosen, arrays, r, k, num_sentences, causal_reads))
     return [_concat_rows(parts) for parts in shapes.values()]
