@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babylm_jax.model import objectives
+from babylm_jax.model import layers, objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer, stack_layer_params, unstack_layer_params
 
 V, L = 50, 12
@@ -49,6 +49,25 @@ def test_encoder_sees_both_directions():
     model, params, tokens = make("mlm")
     changed = tokens.at[:, -1].set((tokens[:, -1] + 3) % V)
     assert np.abs(model.apply(params, tokens)[:, 0] - model.apply(params, changed)[:, 0]).max() > 1e-4
+
+
+def test_rope_table_rotates_by_position_times_frequency():
+    positions = jnp.array([[0, 1, 7, 63]])
+    sin, cos = layers.rope_angles(positions, head_dim=8, theta=100.0, max_len=64)
+    angles = np.array([0, 1, 7, 63])[:, None] * 100.0 ** (-np.arange(0, 8, 2) / 8)
+    np.testing.assert_allclose(sin[0, :, 0], np.sin(angles), atol=1e-5)
+    np.testing.assert_allclose(cos[0, :, 0], np.cos(angles), atol=1e-5)
+    # Rotating a vector preserves its norm; position 0 leaves it unchanged.
+    x = jax.random.normal(jax.random.key(0), (1, 4, 1, 8))
+    rotated = layers.rotary_embedding(x, (sin, cos))
+    np.testing.assert_allclose(jnp.linalg.norm(rotated, axis=-1), jnp.linalg.norm(x, axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(rotated[:, 0], x[:, 0], atol=1e-6)
+
+
+def test_rows_longer_than_max_len_are_refused():
+    model, params, _ = make("causal", max_len=L)
+    with pytest.raises(ValueError, match=f"longer than model.max_len={L}"):
+        model.apply(params, jnp.ones((1, L + 1), jnp.int32))
 
 
 @pytest.mark.parametrize("family", ["causal", "hybrid"])

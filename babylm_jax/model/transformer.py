@@ -158,6 +158,8 @@ class Transformer(nn.Module):
         """
         c = self.config
         b, length = tokens_BxL.shape
+        if length > c.max_len:  # positions index a RoPE table of max_len rows
+            raise ValueError(f"rows of {length} tokens are longer than model.max_len={c.max_len}")
         if segment_ids_BxL is None:
             segment_ids_BxL = jnp.ones((b, length), jnp.int32)
         if positions_BxL is None:
