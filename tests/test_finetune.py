@@ -141,6 +141,12 @@ def test_classification_learns_a_separable_task_and_is_deterministic():
     assert other_seed.train_loss != first.train_loss
 
 
+def test_rows_longer_than_the_model_are_refused_by_name():
+    train = separable_pairs(4, 0)
+    with pytest.raises(ValueError, match="max_len=128 is longer than the model's max_len=64"):
+        run("causal", train, train, dataclasses.replace(FAST, max_len=128))
+
+
 def test_multiple_choice_with_two_three_and_four_options():
     train, dev = choose_good_option(48, 0), choose_good_option(30, 1)
     outcome = run("hybrid", train, dev, dataclasses.replace(FAST, epochs=5))

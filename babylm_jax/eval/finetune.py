@@ -286,6 +286,8 @@ def finetune(
     epochs = options.epochs if options.epochs is not None else task.default_epochs
     if epochs < 1:
         raise ValueError(f"fine-tuning epochs must be >= 1, got {epochs}")
+    if options.max_len > config.max_len:
+        raise ValueError(f"fine-tuning max_len={options.max_len} is longer than the model's max_len={config.max_len}")
     train = clue.encode_split(task.train, tokenizer, config.family, options.max_len)
     dev = clue.encode_split(task.dev, tokenizer, config.family, options.max_len)
     num_rows = max(len(rows) for rows in train.ids + dev.ids)
