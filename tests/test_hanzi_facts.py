@@ -1,0 +1,128 @@
+"""Hanzi facts: true statements, sized in jieba words, reproducible, a corpus source like any other."""
+import json
+import re
+
+import pytest
+
+pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
+
+from babylm_jax.data import hanzi_facts, hanzi_lexicon, leakage, pipeline, words  # noqa: E402
+from fixtures.data import synthetic  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lexicon():
+    return hanzi_lexicon.Lexicon()
+
+
+def test_lexicon_knows_readings_radicals_and_parts(lexicon):
+    ban = lexicon.info("伴")
+    assert ban.readings[0] == hanzi_lexicon.Reading("bàn", "b", "an", 4)
+    assert (ban.radical, ban.structure, ban.parts) == ("亻", "左右", (("左边", "亻"), ("右边", "半")))
+    assert lexicon.info("汞").parts == (("上边", "工"), ("下边", "水"))
+    assert lexicon.info("国").structure == "全包围"
+    assert lexicon.info("街").structure == "左中右"  # CHISE writes ⿴行圭
+    assert [lexicon.info(c).structure for c in "二下人"] == ["独体"] * 3  # stroke splits are 独体
+    assert lexicon.info("绿").readings[0].final == "ü" and lexicon.info("爱").readings[0].initial == ""
+    assert lexicon.info("a") is None and lexicon.info("。") is None
+
+
+def test_character_selection_and_bad_input(lexicon, tmp_path):
+    infos = hanzi_facts.select_characters(lexicon, "20", None)
+    assert len(infos) == 20 and infos[0].char == "一"
+    listed = tmp_path / "chars.txt"
+    listed.write_text("汞 伴\nabc伴", encoding="utf-8")
+    assert [i.char for i in hanzi_facts.select_characters(lexicon, str(listed), None)] == ["汞", "伴"]
+    with pytest.raises(hanzi_facts.FactsError, match="--characters: 'abc' is neither"):
+        hanzi_facts.select_characters(lexicon, "abc", None)
+    with pytest.raises(hanzi_facts.FactsError, match="--from_workdir: .* no prepared corpus"):
+        hanzi_facts.select_characters(lexicon, None, str(tmp_path))
+    with pytest.raises(hanzi_facts.FactsError, match="--share must be in"):
+        hanzi_facts.target_words(None, 1.5, 1000)
+    with pytest.raises(hanzi_facts.FactsError, match="--words must be in"):
+        hanzi_facts.target_words(2000, None, 1000)
+    assert hanzi_facts.target_words(None, 0.25, 1000) == 250
+
+
+def test_missing_package_names_the_extra(monkeypatch):
+    real = hanzi_lexicon.importlib.import_module
+
+    def fake(name):
+        if name == "pypinyin":
+            raise ImportError("no pypinyin")
+        return real(name)
+
+    monkeypatch.setattr(hanzi_lexicon.importlib, "import_module", fake)
+    with pytest.raises(hanzi_lexicon.MissingExtraError, match=r"pypinyin.*'hanzi' extra.*\.\[hanzi\]"):
+        hanzi_lexicon.Lexicon()
+
+
+def _texts(directory):
+    return [json.loads(line)["text"] for line in (directory / hanzi_facts.OUTPUT_FILE).read_text().splitlines()]
+
+
+def test_sized_in_jieba_words_reproducible_and_true(lexicon, tmp_path):
+    infos = hanzi_facts.select_characters(lexicon, "60", None)
+    manifest = hanzi_facts.write_facts(tmp_path / "a", infos, 9000, seed=3, settings={})
+    texts = _texts(tmp_path / "a")
+    counted = sum(len(words.jieba_words(t)) for t in texts)  # the slow, obvious count
+    assert manifest["words"] == counted <= 9000 and counted > 9000 - 300 and manifest["documents"] == len(texts)
+    assert manifest["passes"] > 1  # more than one pass over 60 characters
+    hanzi_facts.write_facts(tmp_path / "b", infos, 9000, seed=3, settings={})
+    hanzi_facts.write_facts(tmp_path / "c", infos, 9000, seed=4, settings={})
+    assert _texts(tmp_path / "b") == texts and _texts(tmp_path / "c") != texts
+    stated = re.findall(r"(\w)字读作([a-zü\u00e0-\u01dc]+)。", "".join(texts))
+    assert len(stated) > 10
+    assert all(lexicon.info(ch).readings[0].marked == syllable for ch, syllable in stated)
+    parts = re.findall(r"“(\w)”在“(\w)”字的(\w\w)。", "".join(texts))
+    assert parts and all((position, part) in lexicon.info(ch).parts for part, ch, position in parts)
+
+
+def test_nothing_half_written(lexicon, tmp_path, monkeypatch):
+    infos = hanzi_facts.select_characters(lexicon, "5", None)
+    calls = []
+
+    def failing(text):
+        calls.append(text)
+        if len(calls) > 3:
+            raise RuntimeError("interrupted")
+        return list(text)
+
+    monkeypatch.setattr(hanzi_facts.words, "jieba_words", failing)
+    with pytest.raises(RuntimeError):
+        hanzi_facts.write_facts(tmp_path / "out", infos, None, seed=0, settings={})
+    assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(hanzi_facts.FactsError, match="--out .* not a hanzi facts directory"):
+        hanzi_facts.write_facts(tmp_path / "other", infos, None, seed=0, settings={})
+
+
+def test_cli_writes_one_pass(tmp_path, capsys):
+    assert hanzi_facts.main(["--out", str(tmp_path / "f"), "--characters", "8", "--seed", "1"]) == 0
+    manifest = json.loads((tmp_path / "f" / hanzi_facts.MANIFEST).read_text())
+    assert manifest["documents"] == manifest["characters"] == 8 and manifest["settings"]["seed"] == 1
+    assert hanzi_facts.main(["--out", str(tmp_path / "g"), "--share", "2"]) == 2
+    assert "--share must be in (0, 1]" in capsys.readouterr().err and not (tmp_path / "g").exists()
+
+
+def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
+    facts = tmp_path / "facts"
+    infos = hanzi_facts.select_characters(lexicon, "30", None)
+    manifest = hanzi_facts.write_facts(facts, infos, None, seed=0, settings={})
+    config = synthetic.tiny_config(synthetic.write_txt_corpus(tmp_path / "corpus", 40))
+    config.data.paths = [str(facts)]
+    config.data.tokenizer.kind, config.model.vocab_size = "char", 1000
+    prepared = pipeline.prepare_corpus(config, tmp_path / "w")
+    sources = prepared.budget_report["sources"]
+    assert sources[str(facts)]["words"] == manifest["words"] and sources[str(facts)]["documents"] == 30
+    assert prepared.budget_report["words"] == manifest["words"] + sources[str(config.data.corpus)]["words"]
+    # The leakage check reads them: an evaluation item copied from the facts is found.
+    sentence = re.split(r"(?<=。)", _texts(facts)[0])[0]
+    (tmp_path / "eval" / "hanzi_structure").mkdir(parents=True)
+    (tmp_path / "eval" / "hanzi_structure" / "probe.jsonl").write_text(json.dumps(
+        {"sentence_good": sentence, "sentence_bad": "无关的句子。", "UID": "u", "phenomenon": "p"},
+        ensure_ascii=False) + "\n", encoding="utf-8")
+    detector = leakage.LeakDetector.from_data_dir(tmp_path / "eval", 13, config.data.normalize)
+    report = detector.report(prepared.corpus.iter_texts())
+    assert report["tasks"]["hanzi_structure"]["leaked"] == 1
