@@ -25,6 +25,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.tokenizer.byte_fallback = True
     config.data.tokenizer.character_coverage = 0.9995
     config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
+    # Hanzi that always get an id of their own (char and SentencePiece; never UNK or bytes): "" none,
+    # "corpus_cjk" every CJK Unified Ideograph in the corpus, "cjk_basic" those plus all of U+4E00-U+9FFF
+    # (20,992; needs model.vocab_size above that); both add common Chinese punctuation (，。“”...).
+    config.data.tokenizer.required_characters = ""
     config.data.tokenizer.training_sentences = 300_000  # SentencePiece input sample size
     config.data.packing = "concat"  # "concat" (concatenate-and-split) or "first_fit"
     config.data.whole_word_masking = False  # batches carry `word_starts` (jieba word starts)

@@ -1,8 +1,10 @@
 """Tokenizers: round trips, character offsets, byte fallback, save/load, fixed special ids."""
+import pathlib
+
 import ml_collections
 import pytest
 
-from babylm_jax.data import tokenizer as tok
+from babylm_jax.data import tokenizer as tok, unk_audit
 from fixtures.data import synthetic
 
 TEXT = "我们今天学习中文，小猫喜欢吃鱼！ 天气很好。"
@@ -88,3 +90,38 @@ def test_char_min_count_and_bad_kind():
     assert char.encode("甲乙") == [char.encode("甲")[0], tok.UNK_ID]
     with pytest.raises(ValueError, match="data.tokenizer.kind"):
         tok.train_tokenizer(["x"], ml_collections.ConfigDict({"kind": "wordpiece"}), 100)
+
+
+def test_required_character_sets():
+    counts = {"我": 5, "们": 9, "a": 50, "龘": 1, "𠀀": 2, "。": 3}
+    corpus = tok.required_characters("corpus_cjk", counts)
+    assert corpus[:5] == ["们", "我", "。", "𠀀", "龘"] and set(corpus) == set("们我𠀀龘" + tok.CHINESE_PUNCTUATION)
+    basic = tok.required_characters("cjk_basic", counts)
+    assert len(basic) == 0x9FFF - 0x4E00 + 1 + 1 + len(tok.CHINESE_PUNCTUATION)  # + 𠀀 from the corpus
+    assert basic[:2] == ["们", "我"] and tok.required_characters("", counts) == []
+    with pytest.raises(ValueError, match="data.tokenizer.required_characters must be one of"):
+        tok.required_characters("all", counts)
+
+
+@pytest.mark.parametrize("kind,byte_fallback", [("char", False), ("bpe", True), ("unigram", False)])
+def test_required_characters_get_their_own_ids(kind, byte_fallback):
+    texts = synthetic.documents(300) + [TEXT]
+    required = [chr(c) for c in range(0x4E00, 0x4E00 + 500)] + list("们龘")
+    trained = tok.train_tokenizer(texts, _config(kind, byte_fallback), 1200, required)
+    assert [trained.id_to_piece(i) for i in range(7)] == list(tok.SPECIAL_PIECES)
+    for ch in required:  # never UNK, never bytes: one piece that is the character
+        assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
+    assert trained.decode(trained.encode(TEXT)) == TEXT
+    with pytest.raises(ValueError, match=r"required_characters needs 502 .*model.vocab_size=300"):
+        tok.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
+
+
+def test_no_unk_on_hanzi_task_files():
+    tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+    counts = {c: 1 for c in "".join(synthetic.documents(50))}
+    plain = tok.char_tokenizer_from_counts(counts, 30000, 1, False)
+    assert sum(t["unk_items"] for t in unk_audit.unk_audit(plain, tasks).values()) > 0
+    required = tok.required_characters("cjk_basic", counts)
+    covered = tok.char_tokenizer_from_counts(counts, 30000, 1, False, required)
+    report = unk_audit.unk_audit(covered, tasks)
+    assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())

@@ -33,14 +33,20 @@ def texts():
     return train, test
 
 
-@pytest.fixture(scope="module", params=[("unigram", True), ("unigram", False), ("bpe", True), ("bpe", False),
-                                        ("char", True), ("char", False)], ids=lambda p: f"{p[0]}-bf{int(p[1])}")
+# Required characters (data.tokenizer.required_characters): 600 hanzi the training text mostly lacks.
+REQUIRED = [chr(c) for c in range(0x4E00, 0x4E00 + 600)]
+
+
+@pytest.fixture(scope="module", params=[("unigram", True, False), ("unigram", False, False), ("bpe", True, False),
+                                        ("bpe", False, False), ("char", True, False), ("char", False, False),
+                                        ("bpe", True, True), ("char", False, True)],
+                ids=lambda p: f"{p[0]}-bf{int(p[1])}" + ("-required" if p[2] else ""))
 def ours(request, texts):
-    kind, byte_fallback = request.param
+    kind, byte_fallback, required = request.param
     config = ml_collections.ConfigDict(dict(
         kind=kind, byte_fallback=byte_fallback, character_coverage=0.98, min_char_count=2, training_sentences=1000
     ))
-    return tokenizer_lib.train_tokenizer(texts[0], config, 2000)
+    return tokenizer_lib.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
 
 
 def test_ids_and_offsets_equal_ours(ours, texts):
@@ -55,6 +61,8 @@ def test_ids_and_offsets_equal_ours(ours, texts):
         assert [tuple(o) for o in encoding.offsets] == offsets, text
         fallback_or_unk += any(i == 1 or ours.id_to_piece(i).startswith("<0x") for i in ids)
     assert fallback_or_unk >= 3  # the rare characters really went through byte fallback / UNK
+    required = "".join(c for c in REQUIRED if ours.id_to_piece(ours.encode(c)[0]) == c)
+    assert fast.encode(required, add_special_tokens=False).ids == ours.encode(required)
     known = [t for t in test[:20] if 1 not in ours.encode(t)]
     assert [fast.decode(e.ids) for e in fast.encode_batch(known, add_special_tokens=False)] \
         == [ours.decode(ours.encode(t)) for t in known]

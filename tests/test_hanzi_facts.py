@@ -113,10 +113,14 @@ def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
     config = synthetic.tiny_config(synthetic.write_txt_corpus(tmp_path / "corpus", 40))
     config.data.paths = [str(facts)]
     config.data.tokenizer.kind, config.model.vocab_size = "char", 1000
+    config.data.tokenizer.required_characters, config.data.tokenizer.min_char_count = "corpus_cjk", 1000
     prepared = pipeline.prepare_corpus(config, tmp_path / "w")
     sources = prepared.budget_report["sources"]
     assert sources[str(facts)]["words"] == manifest["words"] and sources[str(facts)]["documents"] == 30
     assert prepared.budget_report["words"] == manifest["words"] + sources[str(config.data.corpus)]["words"]
+    hanzi = {c for text in prepared.corpus.iter_texts() for c in text if hanzi_lexicon.is_cjk_basic(c)}
+    tokenizer = prepared.tokenizer  # every hanzi is one piece, though none occurs data.tokenizer.min_char_count times
+    assert len(hanzi) > 300 and all([tokenizer.id_to_piece(i) for i in tokenizer.encode(c)] == [c] for c in hanzi)
     # The leakage check reads them: an evaluation item copied from the facts is found.
     sentence = re.split(r"(?<=。)", _texts(facts)[0])[0]
     (tmp_path / "eval" / "hanzi_structure").mkdir(parents=True)

@@ -21,7 +21,8 @@ import numpy as np
 
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import budget, cache as cache_lib, packing
-from babylm_jax.data.tokenizer import Tokenizer, char_tokenizer_from_counts, load_tokenizer, train_tokenizer
+from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, load_tokenizer, required_characters,
+                                       train_tokenizer)
 
 EVAL_SPLIT_SEED = 20250101  # fixed: the held-out documents do not depend on train.seed
 
@@ -77,10 +78,14 @@ def _train_or_load_tokenizer(corpus: cache_lib.CorpusCache, key: str, config) ->
     if (directory / "tokenizer.json").exists():
         return directory
     tok_config, vocab_size = config.data.tokenizer, int(config.model.vocab_size)
+    counts = corpus.char_counts()
+    required = required_characters(tok_config.get("required_characters", ""), counts)
     if tok_config.kind == "char":
-        tokenizer = char_tokenizer_from_counts(corpus.char_counts(), vocab_size, int(tok_config.min_char_count), bool(tok_config.byte_fallback))
+        tokenizer = char_tokenizer_from_counts(counts, vocab_size, int(tok_config.min_char_count),
+                                               bool(tok_config.byte_fallback), required)
     else:
-        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, int(tok_config.training_sentences)), tok_config, vocab_size)
+        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, int(tok_config.training_sentences)), tok_config,
+                                    vocab_size, required)
     with cache_lib.atomic_dir(directory) as tmp:
         tokenizer.save(tmp)
     return directory

@@ -23,6 +23,10 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
 NUM_BYTES = 256
 KINDS = ("unigram", "bpe", "char")
+REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic")  # data.tokenizer.required_characters
+CJK_BASIC = (0x4E00, 0x9FFF)
+CJK_UNIFIED = (CJK_BASIC, (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x323AF))
+CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》…—·"  # required with any set: the hanzi tasks quote characters
 
 
 def _byte_piece(b: int) -> str:
@@ -233,37 +237,72 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     raise ValueError(f"{meta_path}: unknown tokenizer kind {meta['kind']!r}")
 
 
-def train_tokenizer(texts: Iterable[str], config, vocab_size: int) -> Tokenizer:
-    """Trains `config.kind` ("unigram", "bpe", "char") on `texts` (sentences or documents)."""
+def is_cjk_unified(ch: str) -> bool:
+    """A CJK Unified Ideograph (the basic block or extensions A-H)."""
+    code = ord(ch)
+    return any(low <= code <= high for low, high in CJK_UNIFIED)
+
+
+def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
+    """Characters the tokenizer must hold as pieces of their own (`data.tokenizer.required_characters`).
+
+    "corpus_cjk": every CJK Unified Ideograph in `counts` (the corpus); "cjk_basic": those and
+    the whole basic block U+4E00-U+9FFF. Both add CHINESE_PUNCTUATION. Most frequent first, then
+    by code point.
+    """
+    if setting not in REQUIRED_CHARACTERS:
+        raise ValueError(f"data.tokenizer.required_characters must be one of {REQUIRED_CHARACTERS}, got {setting!r}")
+    if not setting:
+        return []
+    chars = {c for c in counts if is_cjk_unified(c)} | set(CHINESE_PUNCTUATION)
+    if setting == "cjk_basic":
+        chars.update(map(chr, range(CJK_BASIC[0], CJK_BASIC[1] + 1)))
+    return sorted(chars, key=lambda c: (-counts.get(c, 0), c))
+
+
+def _check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
+    if len(required) + reserved > vocab_size:
+        raise ValueError(
+            f"data.tokenizer.required_characters needs {len(required):,} character ids plus {reserved} reserved, "
+            f"more than model.vocab_size={vocab_size:,}; raise model.vocab_size or choose a smaller set")
+
+
+def train_tokenizer(texts: Iterable[str], config, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
+    """Trains `config.kind` ("unigram", "bpe", "char") on `texts`; every `required` character gets its own id."""
     kind = config.kind
     if kind not in KINDS:
         raise ValueError(f"data.tokenizer.kind must be one of {KINDS}, got {kind!r}")
     if kind == "char":
-        return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback))
-    return _train_sentencepiece(texts, config, vocab_size)
+        return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
+    return _train_sentencepiece(texts, config, vocab_size, required)
 
 
-def _train_char(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool) -> CharTokenizer:
+def _train_char(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool,
+                required: Sequence[str]) -> CharTokenizer:
     counts: collections.Counter = collections.Counter()
     for text in texts:
         counts.update(text)
-    return char_tokenizer_from_counts(counts, vocab_size, min_count, byte_fallback)
+    return char_tokenizer_from_counts(counts, vocab_size, min_count, byte_fallback, required)
 
 
 def char_tokenizer_from_counts(
-    counts: dict[str, int], vocab_size: int, min_count: int, byte_fallback: bool
+    counts: dict[str, int], vocab_size: int, min_count: int, byte_fallback: bool, required: Sequence[str] = ()
 ) -> CharTokenizer:
-    """The most frequent characters seen >= `min_count` times, as many as `vocab_size` allows."""
+    """The `required` characters, then the most frequent ones seen >= `min_count` times, as many as `vocab_size` allows."""
     reserved = len(SPECIAL_PIECES) + (NUM_BYTES if byte_fallback else 0)
     if vocab_size <= reserved:
         raise ValueError(f"model.vocab_size={vocab_size} leaves no room for characters ({reserved} reserved ids)")
-    kept = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
+    _check_room(required, vocab_size, reserved)
+    must = set(required)
+    frequent = sorted((c for c, n in counts.items() if n >= min_count and c not in must), key=lambda c: (-counts[c], c))
+    kept = list(dict.fromkeys(required)) + frequent
     if not kept:
         raise ValueError("Character tokenizer: no character occurs data.tokenizer.min_char_count times")
     return CharTokenizer(kept[: vocab_size - reserved], byte_fallback)
 
 
-def _train_sentencepiece(texts: Iterable[str], config, vocab_size: int) -> SentencePieceTokenizer:
+def _train_sentencepiece(texts: Iterable[str], config, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
+    _check_room(required, vocab_size, len(SPECIAL_PIECES) + (NUM_BYTES if config.byte_fallback else 0))
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())
     try:
@@ -283,6 +322,7 @@ def _train_sentencepiece(texts: Iterable[str], config, vocab_size: int) -> Sente
             add_dummy_prefix=False,
             remove_extra_whitespaces=False,
             split_digits=True,
+            required_chars="".join(required),
             max_sentence_length=1 << 16,
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
