@@ -69,7 +69,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.learning_rate = 3e-3
     config.train.warmup_steps = 30
     config.train.min_lr_ratio = 0.1
-    config.train.weight_decay = 0.1
+    config.train.weight_decay = 0.1  # on matmul kernels only (model.transformer.weight_decay_mask)
     config.train.b1 = 0.9
     config.train.b2 = 0.95
     config.train.grad_clip = 1.0

@@ -1,11 +1,17 @@
 """Learning-rate schedules and optimizers built from `config.train`."""
+import pathlib
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
+import optax
 import pytest
+from conftest import tiny_config
 
+from babylm_jax.eval import finetune
 from babylm_jax.training import optim
+from babylm_jax.training.state import build_model
 
 
 def train_config(**overrides) -> ml_collections.ConfigDict:
@@ -39,12 +45,30 @@ def test_short_runs_shorten_the_warmup_and_bad_names_are_refused():
         optim.make_optimizer(train_config(optimizer="sgd"))
 
 
-@pytest.mark.parametrize("name", ["adamw", "lamb"])
-def test_optimizers_skip_weight_decay_on_vectors(name):
-    params = {"kernel": jnp.ones((4, 4)), "scale": jnp.ones((4,))}
-    optimizer = optim.make_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
-    state = optimizer.init(params)
-    zero_grads = jax.tree.map(jnp.zeros_like, params)
-    updates, _ = optimizer.update(zero_grads, state, params)
-    assert float(jnp.abs(updates["kernel"]).max()) > 0  # decay pulls matrices towards zero
-    np.testing.assert_array_equal(updates["scale"], 0.0)  # ... but not norm scales or biases
+def _model_params(scan_layers: bool) -> dict:
+    """Real (unboxed) parameters of a tiny encoder with LayerNorm: kernels, scales and biases."""
+    config = tiny_config(pathlib.Path("unused"), family="mlm")
+    config.model.update(norm="layernorm", scan_layers=scan_layers)
+    model = build_model(config)
+    return nn.meta.unbox(model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32)))
+
+
+def _decayed_leaves(optimizer: optax.GradientTransformation, params: dict) -> set[str]:
+    """Names of the leaves that move under zero gradients (pure weight decay)."""
+    updates, _ = optimizer.update(jax.tree.map(jnp.zeros_like, params), optimizer.init(params), params)
+    moved = jax.tree_util.tree_flatten_with_path(jax.tree.map(lambda u: bool(jnp.any(u != 0)), updates))[0]
+    return {jax.tree_util.keystr(path) for path, flag in moved if flag}
+
+
+@pytest.mark.parametrize("scan_layers", [False, True])
+@pytest.mark.parametrize("name", ["adamw", "lamb", "finetune"])
+def test_weight_decay_reaches_matmul_kernels_only(name, scan_layers):
+    params = _model_params(scan_layers)
+    if name == "finetune":
+        optimizer = finetune.make_optimizer(finetune.StepSettings(weight_decay=0.5, max_grad_norm=1.0))
+    else:
+        optimizer = optim.make_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
+    decayed = _decayed_leaves(optimizer, params)
+    kernels = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+               if jax.tree_util.keystr(p).endswith("['kernel']")}
+    assert len(kernels) >= 5 and decayed == kernels  # not the embedding, norm scales or biases (2-D under scan)

@@ -3,11 +3,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import tiny_config
 
 from babylm_jax.model import objectives
 from babylm_jax.training import optim, trainer
-from babylm_jax.training.state import boxed_init_fn, build_model
+from babylm_jax.model.transformer import stack_layer_params, unstack_layer_params
+from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
 
@@ -69,3 +71,29 @@ def test_word_milestones_follow_the_babylm_schedule():
 
     millions = [m / 1e6 for m in itertools.islice(trainer.word_milestones(1e6), 21)]
     assert millions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300]
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family):
+    """Same initialisation, same batches: `nn.scan` over layers changes nothing, weight decay included."""
+    config = tiny_config(tmp_path, family=family)
+    config.model.norm = "layernorm"  # scales and biases, [layers, d] under scan
+    config.train.update(warmup_steps=0, weight_decay=0.5, learning_rate=1e-2)
+    looped_model = build_model(config)
+    optimizer = optim.make_optimizer(config.train)
+    looped = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, looped_model, optimizer)(rng)))(jax.random.key(0))
+    config.model.scan_layers = True
+    scanned_model = build_model(config)
+    params = stack_layer_params(looped.params, config.model.num_layers)
+    scanned = TrainState(step=looped.step, params=params, opt_state=optimizer.init(params), ema_params=None)
+    for model, name in ((looped_model, "looped"), (scanned_model, "scanned")):
+        step = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))
+        state = looped if name == "looped" else scanned
+        for i in range(3):
+            state, _ = step(state, _batch(8, 32), jax.random.key(i))
+        if name == "looped":
+            looped_after = state.params
+        else:
+            scanned_after = unstack_layer_params(state.params, config.model.num_layers)
+    assert _max_diff(looped_after, scanned_after) < 1e-5
+    assert _max_diff(looped_after, looped.params) > 1e-3  # the steps did move the params

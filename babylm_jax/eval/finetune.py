@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from babylm_jax.eval import clue
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.model.transformer import Transformer
+from babylm_jax.model.transformer import Transformer, weight_decay_mask
 
 if TYPE_CHECKING:
     from babylm_jax.eval.tasks import EvalOptions, TaskSpec
@@ -225,13 +225,12 @@ def learning_rate_schedule(options: FinetuneOptions, num_steps: int) -> optax.Sc
 
 
 def make_optimizer(settings: StepSettings) -> optax.GradientTransformation:
-    """AdamW (b2 0.999, eps 1e-8) with clipping, without the learning rate; no decay on
-    biases and norm scales. Updates are scaled by -lr in `train_step`."""
-    decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)  # noqa: E731
+    """AdamW (b2 0.999, eps 1e-8) with clipping, without the learning rate; decay on the
+    matmul kernels only, as in pretraining. Updates are scaled by -lr in `train_step`."""
     return optax.chain(
         optax.clip_by_global_norm(settings.max_grad_norm),
         optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
-        optax.add_decayed_weights(settings.weight_decay, mask=decay_mask),
+        optax.add_decayed_weights(settings.weight_decay, mask=weight_decay_mask),
     )
 
 

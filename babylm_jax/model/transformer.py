@@ -219,6 +219,25 @@ def unstack_layer_params(params: dict, num_layers: int) -> dict:
     return {**params, "params": inner}
 
 
+def weight_decay_mask(params: Any) -> Any:
+    """True for the parameters weight decay applies to: the matmul kernels, chosen by name.
+
+    A leaf is decayed when its parameter name (the last dict key on its path) is "kernel":
+    attention, MLP and head-transform weights, and a fine-tuning head's Dense layers. Norm
+    scales and biases are not, whatever their rank (under `nn.scan` they are [layers, d]).
+    The token embedding is not decayed either: it is also the tied output projection, and
+    decoupled decay shrinks every row at every step while a rare token's row is updated only
+    when that token occurs, so decay would erase what little the model learns of rare
+    characters (the long tail of a Chinese vocabulary).
+    """
+
+    def is_kernel(path: tuple, _: Any) -> bool:
+        names = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)]
+        return bool(names) and names[-1] == "kernel"
+
+    return jax.tree_util.tree_map_with_path(is_kernel, params)
+
+
 def count_params(params: Any) -> int:
     """Total number of parameters in a pytree."""
     return int(sum(x.size for x in jax.tree.leaves(params)))

@@ -2,15 +2,17 @@
 
 Schedules: "cosine" (linear warmup, cosine decay to `min_lr_ratio`) and "wsd" (warmup,
 stable, then a linear decay over the last `decay_share` of steps). Optimizers: "adamw"
-and "lamb". Weight decay skips vectors (norm scales, biases). Gradients are clipped by
-global norm before the update.
+and "lamb". Weight decay applies to matmul kernels only (`transformer.weight_decay_mask`,
+chosen by parameter name, the same mask as fine-tuning). Gradients are clipped by global
+norm before the update.
 """
 from __future__ import annotations
 
-import jax
 import ml_collections
 from absl import logging
 import optax
+
+from babylm_jax.model.transformer import weight_decay_mask
 
 
 def effective_warmup(train: ml_collections.ConfigDict) -> int:
@@ -48,17 +50,13 @@ def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
     raise ValueError(f"config key train.schedule: unknown schedule {train.schedule!r} (use 'cosine' or 'wsd')")
 
 
-def _decay_mask(params):
-    return jax.tree.map(lambda x: x.ndim > 1, params)
-
-
 def make_optimizer(train: ml_collections.ConfigDict) -> optax.GradientTransformation:
     """Clip-by-global-norm followed by the optimizer named by `train.optimizer`."""
     schedule = make_schedule(train)
     if train.optimizer == "adamw":
-        opt = optax.adamw(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=_decay_mask)
+        opt = optax.adamw(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=weight_decay_mask)
     elif train.optimizer == "lamb":
-        opt = optax.lamb(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=_decay_mask)
+        opt = optax.lamb(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=weight_decay_mask)
     else:
         raise ValueError(f"config key train.optimizer: unknown optimizer {train.optimizer!r} (use 'adamw' or 'lamb')")
     return optax.chain(optax.clip_by_global_norm(train.grad_clip), opt)
