@@ -4,10 +4,10 @@ import jax
 import numpy as np
 import pytest
 
+from babylm_jax.data.framing import framing_for
+from babylm_jax.data.tokenizer import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
 from babylm_jax.eval import scoring
 from babylm_jax.model.transformer import ModelConfig, Transformer
-
-MASK, BOS, CLS, SEP = 4, 2, 5, 6
 
 
 def _model(family: str) -> tuple[Transformer, dict]:
@@ -20,9 +20,9 @@ def _model(family: str) -> tuple[Transformer, dict]:
     return model, params
 
 
-def _sentences(variant: str, lengths, seed: int = 0) -> list[list[int]]:
+def _sentences(family: str, lengths, seed: int = 0) -> list[list[int]]:
     rng = np.random.default_rng(seed)
-    return [scoring.build_inputs(rng.integers(7, 40, size=n).tolist(), variant, BOS, CLS, SEP) for n in lengths]
+    return [framing_for(family).scoring_input(rng.integers(7, 40, size=n).tolist()) for n in lengths]
 
 
 # Rows of 16 tokens: several short sentences per row, an empty one; causal adds one longer than a row.
@@ -34,7 +34,7 @@ def test_kernel_equals_reference(family):
     model, params = _model(family)
     variant = scoring.FAMILY_VARIANT[family]
     lengths = LENGTHS + [20] if family == "causal" else LENGTHS
-    sentences = _sentences(variant, lengths)
+    sentences = _sentences(family, lengths)
     scorer = scoring.SentenceScorer(model, params, variant, MASK, batch_size=8, row_len=16)
     fast = scorer.score(sentences)
     slow = scoring.reference_scores(model, params, sentences, variant, MASK)
@@ -43,14 +43,14 @@ def test_kernel_equals_reference(family):
     compiles = scorer.num_compiles
     assert compiles <= 2  # causal: the row shape and one long-row bucket
     # Other sentences falling in the same buckets compile nothing new.
-    scorer.score(_sentences(variant, [4, 2, 6, 3, 5] * 4 + ([18] if family == "causal" else []), seed=1))
+    scorer.score(_sentences(family, [4, 2, 6, 3, 5] * 4 + ([18] if family == "causal" else []), seed=1))
     assert scorer.num_compiles == compiles
     if family == "mlm":
         _check_within_word_l2r(model, params, scorer)
 
 
 def _check_within_word_l2r(model, params, scorer):
-    sentences = _sentences("pll", [4, 6, 3])
+    sentences = _sentences("mlm", [4, 6, 3])
     word_ids = [[0, 0, 1, 1], [0, 1, 1, 1, 2, 3], [0, 1, 2]]
     fast = scorer.score(sentences, word_ids)
     slow = scoring.reference_scores(model, params, sentences, "pll", MASK, word_ids)
@@ -67,9 +67,9 @@ def test_masked_copy_masks_later_tokens_of_the_same_word():
     assert scoring.masked_copy(tokens, 2, MASK, [0, 0, 0, 1]) == [CLS, 10, MASK, MASK, 13, SEP]
 
 
-@pytest.mark.parametrize("variant", ["causal", "pll"])
-def test_packing_places_every_unit_once(variant):
-    sentences = _sentences(variant, [3, 5, 0, 3, 7, 5, 1, 3, 20])
+@pytest.mark.parametrize("family,variant", [("causal", "causal"), ("mlm", "pll")])
+def test_packing_places_every_unit_once(family, variant):
+    sentences = _sentences(family, [3, 5, 0, 3, 7, 5, 1, 3, 20])
     groups = scoring.make_units(sentences, variant, MASK)
     rows = scoring.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant == "causal")
     unit_tokens = sum(len(g.arrays()[0]) * m for m, g in groups.items())

@@ -8,6 +8,7 @@ import pytest
 tokenizers = pytest.importorskip("tokenizers")
 
 from babylm_jax.data import builtin  # noqa: E402
+from babylm_jax.data.framing import framing_for  # noqa: E402
 from babylm_jax.data import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
@@ -83,15 +84,12 @@ def test_transformers_tokenizer_templates(ours, tmp_path):
         ida, idb = ours.encode(a), ours.encode(b)
         single = hf(a, return_offsets_mapping=True)
         pair = hf(a, b)["input_ids"]
-        if family == "causal":
-            assert single["input_ids"] == [2] + ida
-            assert pair == [2] + ida + [6] + idb + [3]
-        else:
-            assert single["input_ids"] == [5] + ida + [6]
-            assert pair == [5] + ida + [6] + idb + [6]
-        specials = [o for i, o in zip(single["input_ids"], single["offset_mapping"]) if i in (2, 5, 6)]
+        framing = framing_for(family)  # as the family's training documents are framed
+        assert single["input_ids"] == framing.frame(ida) == ([2] + ida + [3] if family == "causal" else [5] + ida + [6])
+        assert pair == framing.frame_segments([ida, idb])
+        specials = [o for i, o in zip(single["input_ids"], single["offset_mapping"]) if i in (2, 3, 5, 6)]
         assert all(tuple(o) == (0, 0) for o in specials)  # the official pipeline skips them by offset
-        assert [tuple(o) for i, o in zip(single["input_ids"], single["offset_mapping"]) if i not in (2, 5, 6)] \
+        assert [tuple(o) for i, o in zip(single["input_ids"], single["offset_mapping"]) if i not in (2, 3, 5, 6)] \
             == ours.encode_with_offsets(a)[1]
         batch = hf([a, "好"], padding=True)
         assert batch["input_ids"][1][-1] == 0 and batch["attention_mask"][1][-1] == 0

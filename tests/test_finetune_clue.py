@@ -95,13 +95,13 @@ def test_bad_input_messages(tmp_path):
 
 def test_input_layout_and_truncation():
     tok = special_ids_tokenizer()
-    assert clue.build_input([[10, 11], [12]], "mlm", tok, 16) == ([5, 10, 11, 6, 12, 6], False)
-    assert clue.build_input([[10, 11], [12]], "hybrid", tok, 16) == ([5, 10, 11, 6, 12, 6], False)
-    assert clue.build_input([[10, 11], [12]], "causal", tok, 16) == ([2, 10, 11, 6, 12, 3], False)
-    assert clue.build_input([[10, 11]], "causal", tok, 16) == ([2, 10, 11, 3], False)
-    assert clue.build_input([[10, 11]], "mlm", tok, 16) == ([5, 10, 11, 6], False)
+    assert clue.build_input([[10, 11], [12]], "mlm", 16) == ([5, 10, 11, 6, 12, 6], False)
+    assert clue.build_input([[10, 11], [12]], "hybrid", 16) == ([5, 10, 11, 6, 12, 6], False)
+    assert clue.build_input([[10, 11], [12]], "causal", 16) == ([2, 10, 11, 3, 12, 3], False)
+    assert clue.build_input([[10, 11]], "causal", 16) == ([2, 10, 11, 3], False)
+    assert clue.build_input([[10, 11]], "mlm", 16) == ([5, 10, 11, 6], False)
     # Budget 8 - 3 specials = 5: the longest segment loses its tail first, the later one on ties.
-    ids, truncated = clue.build_input([[10, 11, 12, 13, 14, 15], [20, 21, 22]], "mlm", tok, 8)
+    ids, truncated = clue.build_input([[10, 11, 12, 13, 14, 15], [20, 21, 22]], "mlm", 8)
     assert truncated and len(ids) == 8 and ids == [5, 10, 11, 12, 6, 20, 21, 6]
     examples = [clue.Example((("ab", "c"),), 0), clue.Example((("abcdefgh", "c"),), 1)]
     char_tok = types.SimpleNamespace(**vars(tok), encode=lambda s: [10 + ord(ch) - ord("a") for ch in s])

@@ -11,6 +11,7 @@ import pytest
 import scipy.io
 import scipy.stats
 
+from babylm_jax.data.framing import framing_for
 from babylm_jax.data.tokenizer import CharTokenizer
 from babylm_jax.eval import cogbench, features, fmri, fmri_synth
 from babylm_jax.eval.tasks import EvalOptions, TaskSpec
@@ -156,12 +157,12 @@ def test_pooled_features_equal_one_row_at_a_time(loaded):
     words = ["一丁", "七", "万丈三上"]
     ours = features.word_features(model, params, tok, "mlm", words)
     for i, word in enumerate(words):
-        expected = one_row([tok.cls_id] + tok.encode(word) + [tok.sep_id]).mean(1)
+        expected = one_row(framing_for("mlm").frame(tok.encode(word))).mean(1)
         np.testing.assert_allclose(ours[:, i], expected, rtol=1e-5, atol=1e-5)
     contexts = [["一丁", "七", "万丈"], ["三上"] * 20]  # the second exceeds max_len 32 and is chunked
     ours = features.story_word_features(model, params, tok, "mlm", contexts)
     assert ours.shape == (3, 23, 32)
-    expected = one_row([tok.cls_id] + tok.encode("一丁七万丈") + [tok.sep_id])[:, 4:6].mean(1)
+    expected = one_row(framing_for("mlm").frame(tok.encode("一丁七万丈")))[:, 4:6].mean(1)
     np.testing.assert_allclose(ours[:, 2], expected, rtol=1e-5, atol=1e-5)
 
 

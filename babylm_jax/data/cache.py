@@ -4,11 +4,12 @@ Layout under `<workdir>/data/`:
     corpus-<ckey>/shards/NNNNN/      normalised texts.json, doc_words, doc_chars, doc_lines,
                                      doc_source, word_bits (jieba word starts per character,
                                      packed), char_counts.json
-    corpus-<ckey>/tokens-<tkey>/     tokens.npy (uint16/uint32, documents as [bos] ids [eos]),
+    corpus-<ckey>/tokens-<tkey>/     tokens.npy (uint16/uint32, documents framed as the model
+                                     family's framing says: [bos] ids [eos] or [cls] ids [sep]),
                                      doc_offsets.npy, doc_words.npy, word_starts.npy (uint8 per
                                      token), index.json; tokenizer/ (the tokenizer they used)
 `ckey` hashes the corpus files and reading/normalisation settings; `tkey` adds the tokenizer
-settings. Every shard and final array is written to a temporary path and renamed, so an
+settings and the framing. Every shard and final array is written to a temporary path and renamed, so an
 interrupted run leaves only whole shards; a re-run skips them.
 """
 from __future__ import annotations
@@ -30,7 +31,8 @@ import tqdm
 
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import corpus, words
-from babylm_jax.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, load_tokenizer
+from babylm_jax.data.framing import Framing
+from babylm_jax.data.tokenizer import Tokenizer, load_tokenizer
 
 CACHE_VERSION = 1
 
@@ -116,8 +118,8 @@ def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[s
 _TOKENIZERS: dict[str, Tokenizer] = {}
 
 
-def tokenize_shard(count_dir: str, out_dir: str, tokenizer_dir: str) -> str:
-    """Token ids of one counted shard: [bos] ids [eos] per document, with per-token word starts."""
+def tokenize_shard(count_dir: str, out_dir: str, tokenizer_dir: str, framing: Framing) -> str:
+    """Token ids of one counted shard, each document framed, with per-token word starts."""
     if tokenizer_dir not in _TOKENIZERS:
         _TOKENIZERS[tokenizer_dir] = load_tokenizer(tokenizer_dir)
     tokenizer = _TOKENIZERS[tokenizer_dir]
@@ -136,7 +138,7 @@ def tokenize_shard(count_dir: str, out_dir: str, tokenizer_dir: str) -> str:
         in_text_T = spans_Tx2[:, 0] < len(text)
         start_T = base + np.minimum(spans_Tx2[:, 0], max(len(text) - 1, 0))
         word_start_T = first_of_char_T & in_text_T & char_bits[start_T]
-        pieces.append(np.concatenate([[BOS_ID], ids_T, [EOS_ID]]).astype(dtype))
+        pieces.append(np.asarray(framing.frame(ids_T.tolist()), dtype=dtype))
         starts.append(np.concatenate([[1], word_start_T, [1]]).astype(np.uint8))
         lengths.append(len(ids) + 2)
     with atomic_dir(pathlib.Path(out_dir)) as tmp:
@@ -283,14 +285,16 @@ class TokenCache:
         return len(self.doc_offsets) - 1
 
 
-def tokenize_corpus(cache: CorpusCache, tokenizer_dir: pathlib.Path, key: str, data_config) -> TokenCache:
+def tokenize_corpus(
+    cache: CorpusCache, tokenizer_dir: pathlib.Path, key: str, framing: Framing, data_config
+) -> TokenCache:
     """Tokenises every counted shard into `cache.root/tokens-<key>` and merges the shards."""
     directory = cache.root / f"tokens-{key}"
     if (directory / "index.json").exists():
         return TokenCache.load(directory)
     shard_root = cache.root / f"tokens-{key}.shards"
     tasks = [
-        (str(d), str(shard_root / d.name), str(tokenizer_dir))
+        (str(d), str(shard_root / d.name), str(tokenizer_dir), framing)
         for d in cache.shard_dirs
         if not (shard_root / d.name).exists()
     ]

@@ -21,6 +21,7 @@ import numpy as np
 
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import budget, cache as cache_lib, packing
+from babylm_jax.data.framing import Framing, framing_for
 from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, load_tokenizer, required_characters,
                                        train_tokenizer)
 
@@ -59,6 +60,11 @@ def line_filter_from_config(data_config):
 
 def tokenizer_key(corpus_key: str, config) -> str:
     return cache_lib.fingerprint({"corpus": corpus_key, "tokenizer": config.data.tokenizer.to_dict(), "vocab_size": int(config.model.vocab_size)})
+
+
+def token_cache_key(tokenizer_key_: str, framing: Framing) -> str:
+    """The token cache's key: the tokenizer's, plus the documents' framing."""
+    return cache_lib.fingerprint({"tokenizer": tokenizer_key_, "framing": dataclasses.asdict(framing)})
 
 
 def tokenizer_training_texts(corpus: cache_lib.CorpusCache, limit: int):
@@ -116,7 +122,8 @@ def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer.vocab_size > int(config.model.vocab_size):
         raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={config.model.vocab_size}")
-    tokens = cache_lib.tokenize_corpus(corpus, tokenizer_dir, key, data_config)
+    framing = framing_for(config.model.family)
+    tokens = cache_lib.tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config)
     _publish_tokenizer(tokenizer_dir, workdir, key)
     return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)
 

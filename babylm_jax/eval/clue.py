@@ -3,8 +3,8 @@
 Every task becomes a `ClueTask`: train and dev lists of `Example`s whose `choices` hold the
 text segments of each input row. A classification example has one row and a label in
 0..num_labels-1; a multiple-choice example has one row per option and the label is the
-index of the right option. `encode_split` turns them into token ids in the official
-layout, truncating over-long rows and counting them.
+index of the right option. `encode_split` turns them into token ids framed as the model
+family trains (`data.framing`), truncating over-long rows and counting them.
 
 Formats (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`:
 - afqmc: train.json / dev.json, `sentence1, sentence2, label ("0"/"1")`.
@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
@@ -210,17 +211,13 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     raise ValueError(f"unknown fine-tuning task {name!r}; known: {list(TASK_NAMES)}")
 
 
-def build_input(segments: list[list[int]], family: str, tokenizer: Any, max_len: int) -> tuple[list[int], bool]:
-    """Token ids of one row in the official layout, and whether it had to be truncated.
+def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[list[int], bool]:
+    """Token ids of one row framed as the family trains (`data.framing`), and whether it had to be truncated.
 
-    mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [sep] b [eos]` (the classifier
+    mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [eos] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment
     first, the later one on ties (Hugging Face "longest_first").
     """
-    if family == "causal":
-        opener, closer = tokenizer.bos_id, tokenizer.eos_id
-    else:
-        opener, closer = tokenizer.cls_id, tokenizer.sep_id
     segments = [list(s) for s in segments]
     budget = max_len - 1 - len(segments)  # opener + one separator/closer per segment
     if budget < len(segments):
@@ -230,10 +227,7 @@ def build_input(segments: list[list[int]], family: str, tokenizer: Any, max_len:
         longest = max(reversed(range(len(segments))), key=lambda i: len(segments[i]))  # ties: the later one
         segments[longest].pop()
         truncated = True
-    ids = [opener]
-    for index, segment in enumerate(segments):
-        ids += segment + [closer if index == len(segments) - 1 else tokenizer.sep_id]
-    return ids, truncated
+    return framing_for(family).frame_segments(segments), truncated
 
 
 def encode_split(examples: list[Example], tokenizer: Any, family: str, max_len: int) -> EncodedSplit:
@@ -249,7 +243,7 @@ def encode_split(examples: list[Example], tokenizer: Any, family: str, max_len: 
     for example in examples:
         rows = []
         for segments in example.choices:
-            row, truncated = build_input([encode(t) for t in segments], family, tokenizer, max_len)
+            row, truncated = build_input([encode(t) for t in segments], family, max_len)
             rows.append(row)
             num_truncated += truncated
         ids.append(rows)

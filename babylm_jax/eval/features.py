@@ -6,8 +6,8 @@
 Layer l of the result is `Transformer.encode(..., return_hidden_states=True)` entry l:
 0 = embeddings, N = the final normed output (the official "last layer", index -1).
 
-Inputs follow the project's scoring convention: `[bos] + tokens` for causal models,
-`[cls] + tokens + [sep]` for masked and hybrid models.
+Every row is framed as the model family trains (`data.framing`): `[bos] tokens [eos]` for
+causal models, `[cls] tokens [sep]` for masked and hybrid models.
 - Words alone (word_fmri): each word is one row; its feature is the mean over every position
   of the row, special tokens included, as the official code pools over the attention mask.
 - Words in context (fmri): the words of a context (one line of the story by default, or the
@@ -34,16 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+from babylm_jax.data.framing import framing_for
 from babylm_jax.model.transformer import Transformer
 
 MIN_BUCKET = 8
-
-
-def special_tokens(tokenizer: Any, family: str) -> tuple[list[int], list[int]]:
-    """(prefix, suffix) ids around a sentence: [bos] for causal; [cls] ... [sep] otherwise."""
-    if family == "causal":
-        return [tokenizer.bos_id], []
-    return [tokenizer.cls_id], [tokenizer.sep_id]
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -105,9 +99,9 @@ def pooled_hidden_states(model: Transformer, params, rows: Sequence[Sequence[int
 def word_features(model: Transformer, params, tokenizer: Any, family: str, words: Sequence[str],
                   **kwargs) -> np.ndarray:
     """[layers, words, D]: each word encoded alone, mean over all its row's positions (specials included)."""
-    prefix, suffix = special_tokens(tokenizer, family)
-    room = model.config.max_len - len(prefix) - len(suffix)
-    rows = [prefix + tokenizer.encode(w)[:room] + suffix for w in words]
+    framing = framing_for(family)
+    room = model.config.max_len - 2  # opener and closer
+    rows = [framing.frame(tokenizer.encode(w)[:room]) for w in words]
     pools = [[list(range(len(r)))] for r in rows]
     return pooled_hidden_states(model, params, rows, pools, **kwargs)
 
@@ -148,13 +142,12 @@ def _chunk_words(tokenizer: Any, words: Sequence[str], separator: str, room: int
 def story_word_features(model: Transformer, params, tokenizer: Any, family: str,
                         contexts: Sequence[Sequence[str]], *, separator: str = "", **kwargs) -> np.ndarray:
     """[layers, words, D] for the words of all `contexts` in order, each pooled over its tokens in context."""
-    prefix, suffix = special_tokens(tokenizer, family)
-    room = model.config.max_len - len(prefix) - len(suffix)
+    framing = framing_for(family)
+    room = model.config.max_len - 2  # opener and closer
     rows, pools = [], []
     for words in contexts:
         for chunk in _chunk_words(tokenizer, words, separator, room):
             ids, members = _tokens_per_word(tokenizer, chunk, separator)
-            ids = ids[:room]
-            rows.append(prefix + ids + suffix)
-            pools.append([[len(prefix) + t for t in m if t < room] for m in members])
+            rows.append(framing.frame(ids[:room]))
+            pools.append([[1 + t for t in m if t < room] for m in members])  # after the opener
     return pooled_hidden_states(model, params, rows, pools, **kwargs)

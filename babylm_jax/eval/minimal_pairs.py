@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
@@ -123,8 +124,8 @@ def score_pairs(
     """(good scores, bad scores, contains-UNK per item) for `pairs`; one kernel call for all."""
     texts = [p.good for p in pairs] + [p.bad for p in pairs]
     ids = [tokenizer.encode(t) for t in texts]
-    inputs = [scoring.build_inputs(x, scorer.variant, tokenizer.bos_id, tokenizer.cls_id, tokenizer.sep_id)
-              for x in ids]
+    framing = framing_for(scorer.model.config.family)
+    inputs = [framing.scoring_input(x) for x in ids]
     word_ids = None
     if within_word_l2r and scorer.variant != "causal":
         word_ids = [word_ids_for(tokenizer, t, len(x)) for t, x in zip(texts, ids)]

@@ -3,6 +3,7 @@
 Every variant reduces to "units" packed as segments into fixed [B, R] rows, plus "reads":
 (row position, target token, sentence) triples whose log-probabilities are summed per sentence.
 
+Sentences come framed by `data.framing` (`Framing.scoring_input`):
 - causal: a unit is `[bos] + ids`; every position reads the next token of its unit.
 - pll: a unit is one masked copy of `[cls] + ids + [sep]` (token i -> mask); one read at i.
   With `within_word_l2r`, the later tokens of the same word are masked too (Kauf & Ivanova 2023).
@@ -29,13 +30,6 @@ from babylm_jax.model.transformer import Transformer
 
 VARIANTS = ("causal", "pll", "mntp")
 FAMILY_VARIANT = {"causal": "causal", "mlm": "pll", "hybrid": "mntp"}
-
-
-def build_inputs(ids: Sequence[int], variant: str, bos_id: int, cls_id: int, sep_id: int) -> list[int]:
-    """The model input of one sentence: `[bos] + ids` (causal) or `[cls] + ids + [sep]`."""
-    if variant == "causal":
-        return [bos_id, *ids]
-    return [cls_id, *ids, sep_id]
 
 
 def masked_copy(tokens: Sequence[int], i: int, mask_id: int, word_ids: Sequence[int] | None) -> list[int]:
@@ -73,7 +67,7 @@ class _Units:
 def make_units(
     sentences: Sequence[Sequence[int]], variant: str, mask_id: int, word_ids: Sequence[Sequence[int]] | None = None
 ) -> dict[int, _Units]:
-    """Units grouped by length. `sentences` are model inputs (see `build_inputs`)."""
+    """Units grouped by length. `sentences` are model inputs (`Framing.scoring_input`)."""
     groups: dict[int, _Units] = collections.defaultdict(_Units)
     by_length: dict[int, list[int]] = collections.defaultdict(list)
     for s, tokens in enumerate(sentences):
@@ -319,7 +313,7 @@ class SentenceScorer:
     def score(
         self, sentences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int]] | None = None
     ) -> np.ndarray:
-        """Sum of log-probs of each sentence (model inputs from `build_inputs`), float64 [S].
+        """Sum of log-probs of each sentence (model inputs from `Framing.scoring_input`), float64 [S].
 
         `word_ids` (pll/mntp only): one word index per token between [cls] and [sep]; the
         later tokens of the masked token's word are masked too (within_word_l2r).

@@ -9,9 +9,9 @@ Both SentencePiece kinds use identity normalisation with spaces escaped as U+258
 dummy prefix, as our training sets them; a unigram with byte fallback also splits off the
 characters no piece contains, so their byte pieces get per-character offsets as ours do.
 Special pieces written in the text ("[MASK]", "<s>") are read as special tokens, as
-transformers' fill-mask expects (our tokenizer reads them as plain text). Templates add special tokens as our
-scoring does: causal `<s> A` (pairs `<s> A [SEP] B </s>`), mlm/hybrid `[CLS] A [SEP]`
-(pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
+transformers' fill-mask expects (our tokenizer reads them as plain text). Templates frame
+a text as the family trains (`data.framing`): causal `<s> A </s>` (pairs
+`<s> A </s> B </s>`), mlm/hybrid `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
 character's span.
 
 Needs the `tokenizers` package (the "export" extra).
@@ -25,6 +25,7 @@ from typing import Any
 
 import sentencepiece as spm
 
+from babylm_jax.data.framing import framing_for
 from babylm_jax.data.tokenizer import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
@@ -96,12 +97,6 @@ def _char_model(tokenizers: Any, tokenizer: Any) -> Any:
     )
 
 
-def _templates(family: str) -> tuple[str, str]:
-    if family == "causal":
-        return "<s> $A", "<s> $A [SEP] $B </s>"
-    return "[CLS] $A [SEP]", "[CLS] $A [SEP] $B [SEP]"
-
-
 def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     """A `tokenizers.Tokenizer` giving the same ids (and character offsets) as `tokenizer`."""
     tokenizers = _import_tokenizers()
@@ -121,7 +116,7 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     decoders = tokenizers.decoders
     steps = [decoders.ByteFallback(), decoders.Fuse()]
     fast.decoder = decoders.Sequence(([decoders.Replace(SPACE, " ")] if meta["kind"] != "char" else []) + steps)
-    single, pair = _templates(family)
+    single, pair = framing_for(family).hf_templates()
     fast.post_processor = tokenizers.processors.TemplateProcessing(
         single=single, pair=pair, special_tokens=[(piece, i) for piece, i in SPECIAL_TOKENS.values()]
     )

@@ -33,8 +33,8 @@ def tokenizer_summary(tokenizer: Any) -> str:
     return (
         f"{kind} tokenizer, vocabulary {tokenizer.vocab_size}, byte fallback "
         f"{'on' if getattr(tokenizer, 'byte_fallback', False) else 'off'}; special ids "
-        f"{' '.join(f'{name}={i}' for name, i in hf_config.SPECIAL_IDS.items())}. Causal inputs are `<s> text`; mlm/hybrid `[CLS] text [SEP]` "
-        "(pairs `[CLS] a [SEP] b [SEP]`)."
+        f"{' '.join(f'{name}={i}' for name, i in hf_config.SPECIAL_IDS.items())}. Causal inputs are `<s> text </s>` "
+        "(pairs `<s> a </s> b </s>`); mlm/hybrid `[CLS] text [SEP]` (pairs `[CLS] a [SEP] b [SEP]`), as in training."
     )
 
 

@@ -23,6 +23,7 @@ from flax.linen import meta
 
 from babylm_jax.config_files import load_config_file
 from babylm_jax.data import cache, pipeline
+from babylm_jax.data.framing import framing_for
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
@@ -79,7 +80,9 @@ def main() -> None:
         shutil.rmtree(finished)
     key = pipeline.tokenizer_key(corpus.root.name, config)
     start = time.perf_counter()
-    tokens = cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", key, config.data)
+    framing = framing_for(config.model.family)
+    tokens = cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", pipeline.token_cache_key(key, framing),
+                                   framing, config.data)
     tok_s = time.perf_counter() - start
     print(f"tokenisation: {len(tokens.tokens):,} tokens in {tok_s:.1f} s = {len(tokens.tokens) / tok_s:,.0f} tokens/s")
     del prepared

@@ -27,6 +27,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from babylm_jax.config_files import load_config_file  # noqa: E402
+from babylm_jax.data.framing import framing_for  # noqa: E402
 from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring, tasks  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
@@ -104,8 +105,7 @@ def main() -> None:
         model, params = random_model(args.config, family, tokenizer.vocab_size)
         variant = scoring.FAMILY_VARIANT[family]
         scorer = scoring.SentenceScorer(model, params, variant, tokenizer.mask_id, args.batch_size, args.row_len)
-        inputs = [scoring.build_inputs(tokenizer.encode(t), variant, tokenizer.bos_id, tokenizer.cls_id,
-                                       tokenizer.sep_id) for t in texts[: 2 * num_pairs]]
+        inputs = [framing_for(family).scoring_input(tokenizer.encode(t)) for t in texts[: 2 * num_pairs]]
         num_pairs = len(inputs) // 2
         _, compile_s = best_time(1, scorer.score, inputs)  # compiles
         fast, seconds = peak_and_time(scorer.score, inputs)
