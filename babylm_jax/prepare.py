@@ -15,7 +15,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data import leakage, pipeline, unk_audit
+from babylm_jax.data import leakage, unk_audit
+from babylm_jax.data.prepare import prepare_corpus
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).")
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     config, workdir = _CONFIG.value, pathlib.Path(_WORKDIR.value)
-    prepared = pipeline.prepare_corpus(config, workdir)
+    prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report
     print(f"budget: {report['words']:,} jieba words of {report['word_budget']:,}"
           f"{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}  -> {prepared.budget_path}")

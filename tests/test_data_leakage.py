@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from babylm_jax.data import leakage, pipeline
+from babylm_jax.data import leakage, prepare
 from fixtures.data import synthetic
 
 EVAL_GOOD = "小猫把鱼吃掉了。"
@@ -60,7 +60,7 @@ def test_drop_option_removes_leaked_lines(tmp_path):
     config = synthetic.tiny_config(corpus_dir)
     config.data.leakage.data_dir = str(_eval_dir(tmp_path / "eval"))
     config.data.leakage.drop = True
-    prepared = pipeline.prepare_corpus(config, tmp_path / "w")
+    prepared = prepare.prepare_corpus(config, tmp_path / "w")
     assert prepared.budget_report["leakage_dropped_lines"] == 1
     assert EVAL_GOOD not in list(prepared.corpus.iter_texts())
     assert prepared.budget_report["documents"] == 40

@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from babylm_jax.data import budget, cache, corpus, packing, pipeline, words
+from babylm_jax.data import budget, corpus, packing, pipeline, prepare, token_cache, words
 from fixtures.data import synthetic
 
 
@@ -34,10 +34,10 @@ def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
 def test_over_budget_refused(corpus_dir, tmp_path):
     config = synthetic.tiny_config(corpus_dir, word_budget=100)
     with pytest.raises(budget.BudgetError, match="over data.word_budget=100"):
-        pipeline.prepare_corpus(config, tmp_path)
+        prepare.prepare_corpus(config, tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["over_budget"]
     config.data.allow_over_budget = True
-    pipeline.prepare_corpus(config, tmp_path)
+    prepare.prepare_corpus(config, tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["allowed_over_budget"]
 
 
@@ -73,7 +73,7 @@ def _check_rows(batch, docs, seq_len):
 
 def test_batches_pack_documents_without_mixing(prepared):
     config, _, data = prepared
-    prep = pipeline.prepare_corpus(config, prepared[1])
+    prep = prepare.prepare_corpus(config, prepared[1])
     docs = _documents_of(prep.tokens)
     batch = next(data.train_iterator)
     assert batch["tokens"].shape == (4, 32) and batch["tokens"].dtype == np.int32
@@ -94,7 +94,7 @@ def test_batches_pack_documents_without_mixing(prepared):
 @pytest.mark.parametrize("kind", ["concat", "first_fit"])
 def test_layout_covers_documents_and_words(prepared, kind):
     config, workdir, _ = prepared
-    tokens = pipeline.prepare_corpus(config, workdir).tokens
+    tokens = prepare.prepare_corpus(config, workdir).tokens
     doc_ids = np.arange(tokens.num_documents)
     layout = packing.make_layout(tokens, doc_ids, 32, kind, keep_partial=True)
     builder = packing.BatchBuilder(tokens, layout, whole_word_masking=False)
@@ -109,7 +109,7 @@ def test_layout_covers_documents_and_words(prepared, kind):
 
 def test_word_starts_match_jieba(prepared):
     config, workdir, data = prepared
-    prep = pipeline.prepare_corpus(config, workdir)
+    prep = prepare.prepare_corpus(config, workdir)
     text = next(prep.corpus.iter_texts())
     ids, offsets = prep.tokenizer.encode_with_offsets(text)
     word_begins = set(np.flatnonzero(words.word_start_mask(words.jieba_words(text))).tolist())
@@ -141,10 +141,10 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
 def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
     config = synthetic.tiny_config(corpus_dir, shard_chars=800)
     config.data.num_workers = 2  # the worker-pool path, once
-    reference = pipeline.prepare_corpus(config, tmp_path / "ref")
+    reference = prepare.prepare_corpus(config, tmp_path / "ref")
     # Interrupt the tokenisation after two shards.
     calls = {"n": 0}
-    real = cache.tokenize_shard
+    real = token_cache.tokenize_shard
 
     def flaky(*args):
         calls["n"] += 1
@@ -153,17 +153,17 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
         return real(*args)
 
     config.data.num_workers = 1
-    monkeypatch.setattr(cache, "tokenize_shard", flaky)
+    monkeypatch.setattr(token_cache, "tokenize_shard", flaky)
     with pytest.raises(KeyboardInterrupt):
-        pipeline.prepare_corpus(config, tmp_path / "resumed")
-    monkeypatch.setattr(cache, "tokenize_shard", real)
+        prepare.prepare_corpus(config, tmp_path / "resumed")
+    monkeypatch.setattr(token_cache, "tokenize_shard", real)
     # Also lose a counted shard, as if the count had been interrupted.
     corpus_root = next((tmp_path / "resumed" / "data").glob("corpus-*"))
     (corpus_root / "index.json").unlink()
     shutil.rmtree(corpus_root / "shards" / "00001")
     done_before = len(list(corpus_root.glob("tokens-*.shards/*")))
     assert done_before == 2
-    resumed = pipeline.prepare_corpus(config, tmp_path / "resumed")
+    resumed = prepare.prepare_corpus(config, tmp_path / "resumed")
     for name in ("tokens", "doc_offsets", "doc_words", "word_starts"):
         np.testing.assert_array_equal(getattr(resumed.tokens, name), getattr(reference.tokens, name))
     assert resumed.budget_report["words"] == reference.budget_report["words"]

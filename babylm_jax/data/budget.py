@@ -1,7 +1,7 @@
 """The official word budget: report (budget.json) and enforcement.
 
 Words are `len(list(jieba.cut(document)))` summed over all documents of the corpus (jieba
-0.42.1, default mode), counted in worker processes by `cache.count_corpus`. The held-out
+0.42.1, default mode), counted in worker processes by `counting.count_corpus`. The held-out
 evaluation share is counted too: it is part of the corpus.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 
 from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data.cache import CorpusCache
+from babylm_jax.data.counting import CorpusCache
 
 
 class BudgetError(ValueError):

@@ -26,8 +26,8 @@ from typing import Callable, Iterator, Sequence
 
 import tqdm
 
+from babylm_jax.atomic import atomic_dir
 from babylm_jax.data import hanzi_lexicon, words
-from babylm_jax.data.cache import atomic_dir
 from babylm_jax.data.hanzi_lexicon import CharInfo, Lexicon
 
 OUTPUT_FILE = "hanzi_facts.jsonl"

@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from babylm_jax.data.cache import TokenCache
+from babylm_jax.data.token_cache import TokenCache
 
 PACKINGS = ("concat", "first_fit")
 

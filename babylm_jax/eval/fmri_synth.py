@@ -19,11 +19,9 @@ model whose features span the planted ones can reach, and shuffled features reac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import pathlib
-import shutil
-import tempfile
 import unicodedata
 import zlib
 
@@ -31,6 +29,7 @@ import h5py
 import numpy as np
 import scipy.io
 
+from babylm_jax.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
 
 MATLAB_73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Jan  1 00:00:00 1970 HDF5 schema 1.00 ."
@@ -82,6 +81,18 @@ def _word_corr_topk(signal: np.ndarray, response: np.ndarray, fraction: float = 
     return fmri.top_fraction_mean(fmri.word_pattern_correlations(signal, response), fraction)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What both tasks' writers share: the draw, the splits scored and the subjects."""
+
+    rng: np.random.Generator
+    seed: int
+    snr: float
+    latent_dim: int
+    split_names: list[str]
+    subjects: tuple[str, ...]
+
+
 def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: int = 8, with_test: bool = False,
              words_per_split: tuple[int, ...] = (60, 30, 30), word_voxels: int = 200,
              stories_per_split: tuple[int, ...] = (4, 2, 2), sentences_per_story: int = 12,
@@ -93,85 +104,88 @@ def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: 
     if (out / "cogbench").exists():
         raise FileExistsError(f"{out / 'cogbench'} exists; choose an empty --out")
     split_names = ["train", "dev"] + (["test"] if with_test else [])
-    rng = np.random.default_rng(seed)
+    plan = _Plan(np.random.default_rng(seed), seed, snr, latent_dim, split_names, subjects)
     num_sentences = sum(stories_per_split[: len(split_names)]) * sentences_per_story
     sentences = corpus_sentences(num_sentences + 40)
     vocabulary = sorted({w for s in sentences for w in s if not is_punctuation(w) and len(w) <= 4})
-    word_pool = [vocabulary[i] for i in rng.permutation(len(vocabulary))]
+    word_pool = [vocabulary[i] for i in plan.rng.permutation(len(vocabulary))]
     truth: dict = {"seed": seed, "snr": snr, "latent_dim": latent_dim, "evaluation_split": split_names[-1]}
+    with atomic_dir(out / "cogbench") as root:
+        truth["word_fmri"] = _write_word_fmri(root, plan, word_pool, words_per_split, word_voxels)
+        truth["fmri"] = _write_story_fmri(root, plan, sentences, stories_per_split, sentences_per_story, rois, roi_voxels)
+    atomic_write_text(out / "synth_truth.json", json.dumps(truth, indent=2) + "\n")
+    return truth
+
+
+def _write_word_fmri(root: pathlib.Path, plan: _Plan, word_pool: list[str], words_per_split: tuple[int, ...],
+                     word_voxels: int) -> dict:
+    """word/word.txt and word_fmri/<subject>_selected.mat per split; the evaluation split's ceiling."""
+    start, word_maps = 0, {s: plan.rng.normal(size=(plan.latent_dim, word_voxels)) for s in plan.subjects}
+    word_scores = {s: 0.0 for s in plan.subjects}
+    for split, count in zip(plan.split_names, words_per_split):
+        words = word_pool[start:start + count]
+        start += count
+        (root / split / "word").mkdir(parents=True)
+        (root / split / "word" / "word.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+        (root / split / "word_fmri").mkdir()
+        planted = planted_word_features(words, plan.latent_dim, plan.seed)
+        for subject in plan.subjects:
+            signal = planted @ word_maps[subject]
+            signal[:, :2] = 0.0  # two silent voxels: all zero, dropped by the scorer
+            response = _noisy(signal, plan.snr, plan.rng)
+            response[:, :2] = 0.0
+            scipy.io.savemat(root / split / "word_fmri" / f"{subject}_selected.mat", {"examples": response})
+            if split == plan.split_names[-1]:
+                word_scores[subject] = _word_corr_topk(signal, response)
+    return {"ceiling": float(np.mean(list(word_scores.values()))), "per_subject": word_scores}
+
+
+def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]], stories_per_split: tuple[int, ...],
+                      sentences_per_story: int, rois: tuple[str, ...], roi_voxels: int) -> dict:
+    """story/, word times, notPU, node_count_bu and fmri/<roi>/<subject>/ per split; the evaluation split's ceiling."""
     settings = fmri.FmriSettings()
     hrf = fmri.spm_hrf(settings.tr, settings.oversampling, settings.hrf_length_s)
-    temp = pathlib.Path(tempfile.mkdtemp(prefix=".cogbench.", dir=out))
-    root = temp / "cogbench"
-    try:
-        # word_fmri
-        start, word_maps = 0, {s: rng.normal(size=(latent_dim, word_voxels)) for s in subjects}
-        word_scores = {s: 0.0 for s in subjects}
-        for split, count in zip(split_names, words_per_split):
-            words = word_pool[start:start + count]
-            start += count
-            (root / split / "word").mkdir(parents=True)
-            (root / split / "word" / "word.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-            (root / split / "word_fmri").mkdir()
-            planted = planted_word_features(words, latent_dim, seed)
-            for subject in subjects:
-                signal = planted @ word_maps[subject]
-                signal[:, :2] = 0.0  # two silent voxels: all zero, dropped by the scorer
-                response = _noisy(signal, snr, rng)
-                response[:, :2] = 0.0
-                scipy.io.savemat(root / split / "word_fmri" / f"{subject}_selected.mat", {"examples": response})
-                if split == split_names[-1]:
-                    word_scores[subject] = _word_corr_topk(signal, response)
-        truth["word_fmri"] = {"ceiling": float(np.mean(list(word_scores.values()))), "per_subject": word_scores}
-
-        # fmri
-        maps = {(r, s): rng.normal(size=(latent_dim, roi_voxels)) for r in rois for s in subjects}
-        signals = {key: [] for key in maps}
-        responses_eval = {key: [] for key in maps}
-        story_id, cursor = 1, 0
-        for split, count in zip(split_names, stories_per_split):
-            for folder in ("story", "word_time_features_postprocess", "notPU", "node_count_bu"):
-                (root / split / folder).mkdir(parents=True, exist_ok=True)
-            for _ in range(count):
-                lines = sentences[cursor:cursor + sentences_per_story]
-                cursor += sentences_per_story
-                words = [w for line in lines for w in line]
-                valid = np.array([not is_punctuation(w) for w in words])
-                durations = np.where(valid, rng.uniform(0.2, 0.5, len(words)), 0.0)
-                end = 2.0 + np.cumsum(durations)
-                frames = -(-int(end[valid][-1] * settings.grid_hz) // settings.oversampling)
-                reference_trs = frames - settings.skip_trs - 2
-                (root / split / "story" / f"story_{story_id}.txt").write_text(
-                    "\n".join(" ".join(line) for line in lines) + "\n", encoding="utf-8")
-                scipy.io.savemat(root / split / "word_time_features_postprocess" / f"story_{story_id}_word_time.mat",
-                                 {"end": end[None, :]})
-                scipy.io.savemat(root / split / "notPU" / f"story_{story_id}.mat", {"isvalid": valid[None, :].astype(np.uint8)})
-                write_mat73(root / split / "node_count_bu" / f"story_{story_id}.mat", "word_feature",
-                            np.zeros((reference_trs, 3)))
-                timing = cogbench.StoryTiming(end, valid, reference_trs)
-                design = fmri.story_design(planted_word_features(words, latent_dim, seed)[None], timing, hrf, settings)[0]
-                for (roi, subject), weights in maps.items():
-                    signal = design @ weights
-                    response = _noisy(signal, snr, rng)
-                    folder = root / split / "fmri" / roi / subject
-                    folder.mkdir(parents=True, exist_ok=True)
-                    scipy.io.savemat(folder / f"story_{story_id}.mat", {"fmri_response": response.T})
-                    if split == split_names[-1]:
-                        signals[roi, subject].append(signal)
-                        responses_eval[roi, subject].append(response)
-                story_id += 1
-        per_group = {}
-        for key in maps:
-            s, y = np.concatenate(signals[key]), np.concatenate(responses_eval[key])
-            per_group["/".join(key)] = float(np.mean(
-                np.asarray(ridge.column_correlation(s, y, np.ones(len(s), bool)))))
-        truth["fmri"] = {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
-        (temp / "synth_truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
-        os.replace(root, out / "cogbench")
-        os.replace(temp / "synth_truth.json", out / "synth_truth.json")
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
-    return truth
+    maps = {(r, s): plan.rng.normal(size=(plan.latent_dim, roi_voxels)) for r in rois for s in plan.subjects}
+    signals = {key: [] for key in maps}
+    responses_eval = {key: [] for key in maps}
+    story_id, cursor = 1, 0
+    for split, count in zip(plan.split_names, stories_per_split):
+        for folder in ("story", "word_time_features_postprocess", "notPU", "node_count_bu"):
+            (root / split / folder).mkdir(parents=True, exist_ok=True)
+        for _ in range(count):
+            lines = sentences[cursor:cursor + sentences_per_story]
+            cursor += sentences_per_story
+            words = [w for line in lines for w in line]
+            valid = np.array([not is_punctuation(w) for w in words])
+            durations = np.where(valid, plan.rng.uniform(0.2, 0.5, len(words)), 0.0)
+            end = 2.0 + np.cumsum(durations)
+            frames = -(-int(end[valid][-1] * settings.grid_hz) // settings.oversampling)
+            reference_trs = frames - settings.skip_trs - 2
+            (root / split / "story" / f"story_{story_id}.txt").write_text(
+                "\n".join(" ".join(line) for line in lines) + "\n", encoding="utf-8")
+            scipy.io.savemat(root / split / "word_time_features_postprocess" / f"story_{story_id}_word_time.mat",
+                             {"end": end[None, :]})
+            scipy.io.savemat(root / split / "notPU" / f"story_{story_id}.mat", {"isvalid": valid[None, :].astype(np.uint8)})
+            write_mat73(root / split / "node_count_bu" / f"story_{story_id}.mat", "word_feature",
+                        np.zeros((reference_trs, 3)))
+            timing = cogbench.StoryTiming(end, valid, reference_trs)
+            design = fmri.story_design(planted_word_features(words, plan.latent_dim, plan.seed)[None], timing, hrf,
+                                       settings)[0]
+            for (roi, subject), weights in maps.items():
+                signal = design @ weights
+                response = _noisy(signal, plan.snr, plan.rng)
+                folder = root / split / "fmri" / roi / subject
+                folder.mkdir(parents=True, exist_ok=True)
+                scipy.io.savemat(folder / f"story_{story_id}.mat", {"fmri_response": response.T})
+                if split == plan.split_names[-1]:
+                    signals[roi, subject].append(signal)
+                    responses_eval[roi, subject].append(response)
+            story_id += 1
+    per_group = {}
+    for key in maps:
+        s, y = np.concatenate(signals[key]), np.concatenate(responses_eval[key])
+        per_group["/".join(key)] = float(np.mean(np.asarray(ridge.column_correlation(s, y, np.ones(len(s), bool)))))
+    return {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
 
 
 def main() -> None:

@@ -9,9 +9,9 @@ import json
 import os
 import pathlib
 import shutil
-import tempfile
 from typing import Any, Mapping
 
+from babylm_jax.atomic import atomic_dir
 from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
 from babylm_jax.model.transformer import ModelConfig
 
@@ -64,9 +64,7 @@ def write_export(
         run_config or {}, config_json, tokenizer_summary(tokenizer), provenance, results
     )
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
-    try:
+    with atomic_dir(output, replace=True) as staging:
         (staging / "config.json").write_text(json.dumps(config_json, indent=2, ensure_ascii=False) + "\n")
         weights.save_safetensors(tensors, staging / "model.safetensors")
         for name, text in tokenizer_texts.items():
@@ -75,19 +73,4 @@ def write_export(
             for name in hf_config.REMOTE_CODE_FILES:
                 shutil.copyfile(CODE_DIR / name, staging / name)
         (staging / "README.md").write_text(card, encoding="utf-8")
-        _replace_dir(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output
-
-
-def _replace_dir(staging: pathlib.Path, output: pathlib.Path) -> None:
-    """Renames `staging` to `output`; an existing `output` is moved aside first, then removed."""
-    if not output.exists():
-        os.replace(staging, output)
-        return
-    old = pathlib.Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
-    os.replace(output, old / output.name)
-    os.replace(staging, output)
-    shutil.rmtree(old, ignore_errors=True)

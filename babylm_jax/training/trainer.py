@@ -20,7 +20,8 @@ import optax
 from jax.experimental import multihost_utils
 from tqdm import tqdm
 
-from babylm_jax.data.pipeline import build_train_data, prepare_corpus
+from babylm_jax.data.pipeline import build_train_data
+from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib

@@ -22,7 +22,7 @@ import optax
 from flax.linen import meta
 
 from babylm_jax.config_files import load_config_file
-from babylm_jax.data import cache, pipeline
+from babylm_jax.data import cache_keys, counting, pipeline, prepare, token_cache, workers
 from babylm_jax.data.framing import framing_for
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer
@@ -70,19 +70,19 @@ def main() -> None:
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="data_throughput_"))
 
     start = time.perf_counter()
-    corpus = cache.count_corpus(config.data, workdir / "data")
+    corpus = counting.count_corpus(config.data, workdir / "data")
     count_s = time.perf_counter() - start
     words = int(corpus.doc_array("doc_words").sum())
-    print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({cache.num_workers(config.data)} workers)")
+    print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({workers.num_workers(config.data)} workers)")
 
-    prepared = pipeline.prepare_corpus(config, workdir)  # trains the tokenizer, then tokenises
+    prepared = prepare.prepare_corpus(config, workdir)  # trains the tokenizer, then tokenises
     for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
         shutil.rmtree(finished)
-    key = pipeline.tokenizer_key(corpus.root.name, config)
+    key = cache_keys.tokenizer_key(corpus.root.name, config)
     start = time.perf_counter()
     framing = framing_for(config.model.family)
-    tokens = cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", pipeline.token_cache_key(key, framing),
-                                   framing, config.data)
+    tokens = token_cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", cache_keys.token_cache_key(key, framing),
+                                         framing, config.data)
     tok_s = time.perf_counter() - start
     print(f"tokenisation: {len(tokens.tokens):,} tokens in {tok_s:.1f} s = {len(tokens.tokens) / tok_s:,.0f} tokens/s")
     del prepared

@@ -1,0 +1,46 @@
+"""The keys that name the prepare caches: corpus, tokenizer and token cache.
+
+A key hashes every setting that changes what the cached step writes, so a changed setting
+gets a new directory and an unchanged one reuses the old.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from babylm_jax.data import corpus
+from babylm_jax.data.framing import Framing
+
+CACHE_VERSION = 1
+
+
+def fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def corpus_key(data_config, sources: list[corpus.Source], line_filter) -> str:
+    return fingerprint(
+        {
+            "version": CACHE_VERSION,
+            "files": corpus.source_fingerprint(sources),
+            "text_field": data_config.text_field,
+            "txt_documents": data_config.txt_documents,
+            "max_documents": int(data_config.max_documents),
+            "max_document_chars": int(data_config.max_document_chars),
+            "on_bad_line": data_config.on_bad_line,
+            "normalize": data_config.normalize.to_dict(),
+            "shard_chars": int(data_config.shard_chars),
+            "line_filter": getattr(line_filter, "fingerprint", None),
+        }
+    )
+
+
+def tokenizer_key(corpus_key_: str, config) -> str:
+    return fingerprint({"corpus": corpus_key_, "tokenizer": config.data.tokenizer.to_dict(), "vocab_size": int(config.model.vocab_size)})
+
+
+def token_cache_key(tokenizer_key_: str, framing: Framing) -> str:
+    """The token cache's key: the tokenizer's, plus the documents' framing."""
+    return fingerprint({"tokenizer": tokenizer_key_, "framing": dataclasses.asdict(framing)})

@@ -1,0 +1,130 @@
+"""Prepare step 1: normalise the corpus and count its jieba words, in sharded worker processes.
+
+Layout under `<workdir>/data/`:
+    corpus-<ckey>/shards/NNNNN/      normalised texts.json, doc_words, doc_chars, doc_lines,
+                                     doc_source, word_bits (jieba word starts per character,
+                                     packed), char_counts.json, dropped_lines.json
+    corpus-<ckey>/index.json         the number of shards, written last
+`ckey` (cache_keys.corpus_key) hashes the corpus files and reading/normalisation settings.
+Every shard is written to a temporary path and renamed, so an interrupted run leaves only
+whole shards; a re-run skips them.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import pathlib
+from typing import Callable, Iterator
+
+import numpy as np
+
+from babylm_jax.atomic import atomic_dir, atomic_write_json
+from babylm_jax.data import corpus, words
+from babylm_jax.data.cache_keys import corpus_key
+from babylm_jax.data.workers import num_workers, run_tasks
+
+
+def _init_worker() -> None:
+    words.init_jieba()
+
+
+def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter) -> str:
+    """Normalises one shard of raw documents, counts jieba words, records word starts."""
+    texts, sources, doc_words, doc_chars, doc_lines, bits = [], [], [], [], [], []
+    char_counts: collections.Counter = collections.Counter()
+    dropped_lines = 0
+    for source, text in raw:
+        text = normalize(text)
+        if line_filter is not None and text:
+            lines = text.split("\n")
+            keep = line_filter.keep_lines(lines)
+            dropped_lines += int((~keep).sum())
+            text = "\n".join(line for line, k in zip(lines, keep) if k)
+        if not text.strip():
+            continue
+        segmented = words.jieba_words(text)
+        texts.append(text)
+        sources.append(source)
+        doc_words.append(len(segmented))
+        doc_chars.append(len(text))
+        doc_lines.append(text.count("\n") + 1)
+        bits.append(words.word_start_mask(segmented))
+        char_counts.update(text)
+    final = pathlib.Path(out_dir)
+    with atomic_dir(final) as tmp:
+        (tmp / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
+        np.save(tmp / "doc_source.npy", np.asarray(sources, np.int32))
+        np.save(tmp / "doc_words.npy", np.asarray(doc_words, np.int64))
+        np.save(tmp / "doc_chars.npy", np.asarray(doc_chars, np.int64))
+        np.save(tmp / "doc_lines.npy", np.asarray(doc_lines, np.int64))
+        np.save(tmp / "word_bits.npy", np.packbits(np.concatenate(bits) if bits else np.zeros(0, bool)))
+        (tmp / "char_counts.json").write_text(json.dumps(char_counts, ensure_ascii=False))
+        (tmp / "dropped_lines.json").write_text(json.dumps(dropped_lines))
+    return out_dir
+
+
+@dataclasses.dataclass
+class CorpusCache:
+    """The counted, normalised corpus: one directory per shard."""
+
+    root: pathlib.Path
+    sources: list[corpus.Source]
+    shard_dirs: list[pathlib.Path]
+
+    def doc_array(self, name: str) -> np.ndarray:
+        return np.concatenate([np.load(d / f"{name}.npy") for d in self.shard_dirs]) if self.shard_dirs else np.zeros(0, np.int64)
+
+    def char_counts(self) -> collections.Counter:
+        total: collections.Counter = collections.Counter()
+        for d in self.shard_dirs:
+            total.update(json.loads((d / "char_counts.json").read_text()))
+        return total
+
+    def dropped_lines(self) -> int:
+        return sum(json.loads((d / "dropped_lines.json").read_text()) for d in self.shard_dirs)
+
+    def iter_texts(self) -> Iterator[str]:
+        for d in self.shard_dirs:
+            yield from json.loads((d / "texts.json").read_text())
+
+
+def _raw_shards(sources, data_config) -> Iterator[list[tuple[int, str]]]:
+    """Raw documents grouped into shards of about `data.shard_chars` characters (deterministic)."""
+    shard, chars = [], 0
+    limit = int(data_config.shard_chars)
+    for source, text in corpus.iter_raw_documents(sources, data_config):
+        shard.append((source, text))
+        chars += len(text)
+        if chars >= limit:
+            yield shard
+            shard, chars = [], 0
+    if shard:
+        yield shard
+
+
+def count_corpus(data_config, root: pathlib.Path, line_filter=None) -> CorpusCache:
+    """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards."""
+    sources = corpus.list_sources(data_config)
+    directory = root / f"corpus-{corpus_key(data_config, sources, line_filter)}"
+    index_path = directory / "index.json"
+    if index_path.exists():
+        n = json.loads(index_path.read_text())["shards"]
+        return CorpusCache(directory, sources, [directory / "shards" / f"{i:05d}" for i in range(n)])
+    normalize = corpus.make_normalizer(data_config.normalize)
+    shard_dirs: list[pathlib.Path] = []
+
+    def tasks():
+        for i, raw in enumerate(_raw_shards(sources, data_config)):
+            out = directory / "shards" / f"{i:05d}"
+            shard_dirs.append(out)
+            if not out.exists():
+                yield (str(out), raw, normalize, line_filter)
+
+    run_tasks(count_shard, tasks(), num_workers(data_config), None, "count words", initializer=_init_worker)
+    cache = CorpusCache(directory, sources, shard_dirs)
+    if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
+        names = ", ".join(s.name for s in sources)
+        raise corpus.CorpusError(f"Empty corpus: no text in {names} after normalisation")
+    atomic_write_json(index_path, {"shards": len(shard_dirs)})
+    return cache

@@ -1,0 +1,109 @@
+"""Prepare step 3: tokenise the counted corpus into an on-disk token cache, in worker processes.
+
+Layout under `<workdir>/data/corpus-<ckey>/`:
+    tokens-<tkey>/     tokens.npy (uint16/uint32, documents framed as the model family's
+                       framing says: [bos] ids [eos] or [cls] ids [sep]), doc_offsets.npy,
+                       doc_words.npy, word_starts.npy (uint8 per token), index.json (written
+                       last); tokenizer/ (the tokenizer they used)
+`tkey` (cache_keys.token_cache_key) adds the tokenizer settings and the framing to the
+corpus key. Each shard is tokenised into `tokens-<tkey>.shards/` (whole shards only; a
+re-run skips them), then the shards are merged into one directory, renamed into place.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import shutil
+
+import numpy as np
+
+from babylm_jax.atomic import atomic_dir, atomic_write_json
+from babylm_jax.data.counting import CorpusCache
+from babylm_jax.data.framing import Framing
+from babylm_jax.data.tokenizer import Tokenizer, load_tokenizer
+from babylm_jax.data.workers import num_workers, run_tasks
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+
+
+def tokenize_shard(count_dir: str, out_dir: str, tokenizer_dir: str, framing: Framing) -> str:
+    """Token ids of one counted shard, each document framed, with per-token word starts."""
+    if tokenizer_dir not in _TOKENIZERS:
+        _TOKENIZERS[tokenizer_dir] = load_tokenizer(tokenizer_dir)
+    tokenizer = _TOKENIZERS[tokenizer_dir]
+    count_dir_p = pathlib.Path(count_dir)
+    texts = json.loads((count_dir_p / "texts.json").read_text())
+    doc_chars = np.load(count_dir_p / "doc_chars.npy")
+    char_bits = np.unpackbits(np.load(count_dir_p / "word_bits.npy"), count=int(doc_chars.sum())).astype(bool)
+    char_base = np.cumsum(doc_chars) - doc_chars
+    dtype = token_dtype(tokenizer.vocab_size)
+    pieces, starts, lengths = [], [], []
+    for text, ids, base in zip(texts, tokenizer.encode_batch(texts), char_base.tolist()):
+        ids_T = np.asarray(ids, dtype=np.int64)
+        spans_Tx2 = tokenizer.offsets_array(text, ids)
+        first_of_char_T = np.ones(len(ids), bool)
+        first_of_char_T[1:] = spans_Tx2[1:, 0] != spans_Tx2[:-1, 0]
+        in_text_T = spans_Tx2[:, 0] < len(text)
+        start_T = base + np.minimum(spans_Tx2[:, 0], max(len(text) - 1, 0))
+        word_start_T = first_of_char_T & in_text_T & char_bits[start_T]
+        pieces.append(np.asarray(framing.frame(ids_T.tolist()), dtype=dtype))
+        starts.append(np.concatenate([[1], word_start_T, [1]]).astype(np.uint8))
+        lengths.append(len(ids) + 2)
+    with atomic_dir(pathlib.Path(out_dir)) as tmp:
+        np.save(tmp / "tokens.npy", np.concatenate(pieces) if pieces else np.zeros(0, dtype))
+        np.save(tmp / "word_starts.npy", np.concatenate(starts) if starts else np.zeros(0, np.uint8))
+        np.save(tmp / "doc_lengths.npy", np.asarray(lengths, np.int64))
+    return out_dir
+
+
+def token_dtype(vocab_size: int) -> type:
+    return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
+
+
+@dataclasses.dataclass
+class TokenCache:
+    """Flat token arrays (memory-mapped) of a tokenised corpus."""
+
+    directory: pathlib.Path
+    tokens: np.ndarray  # [total tokens] uint16/uint32
+    doc_offsets: np.ndarray  # [documents + 1] int64
+    doc_words: np.ndarray  # [documents] int64
+    word_starts: np.ndarray  # [total tokens] uint8
+
+    @classmethod
+    def load(cls, directory: pathlib.Path) -> "TokenCache":
+        load = lambda name: np.load(directory / f"{name}.npy", mmap_mode="r")  # noqa: E731
+        return cls(directory, load("tokens"), np.asarray(load("doc_offsets")), np.asarray(load("doc_words")), load("word_starts"))
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+
+def tokenize_corpus(
+    cache: CorpusCache, tokenizer_dir: pathlib.Path, key: str, framing: Framing, data_config
+) -> TokenCache:
+    """Tokenises every counted shard into `cache.root/tokens-<key>` and merges the shards."""
+    directory = cache.root / f"tokens-{key}"
+    if (directory / "index.json").exists():
+        return TokenCache.load(directory)
+    shard_root = cache.root / f"tokens-{key}.shards"
+    tasks = [
+        (str(d), str(shard_root / d.name), str(tokenizer_dir), framing)
+        for d in cache.shard_dirs
+        if not (shard_root / d.name).exists()
+    ]
+    run_tasks(tokenize_shard, tasks, min(num_workers(data_config), max(len(tasks), 1)), len(tasks), "tokenise")
+    shards = [shard_root / d.name for d in cache.shard_dirs]
+    with atomic_dir(directory) as tmp:
+        tokens = np.concatenate([np.load(s / "tokens.npy") for s in shards])
+        lengths = np.concatenate([np.load(s / "doc_lengths.npy") for s in shards])
+        np.save(tmp / "tokens.npy", tokens)
+        np.save(tmp / "word_starts.npy", np.concatenate([np.load(s / "word_starts.npy") for s in shards]))
+        np.save(tmp / "doc_offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+        np.save(tmp / "doc_words.npy", cache.doc_array("doc_words"))
+        shutil.copytree(tokenizer_dir, tmp / "tokenizer")
+        atomic_write_json(tmp / "index.json", {"documents": int(len(lengths)), "tokens": int(len(tokens))})
+    shutil.rmtree(shard_root, ignore_errors=True)
+    return TokenCache.load(directory)

@@ -1,0 +1,41 @@
+"""A pool of worker processes for the prepare steps, with a progress bar."""
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+from typing import Callable, Iterable
+
+import tqdm
+
+
+def num_workers(data_config) -> int:
+    n = int(data_config.get("num_workers", 0))
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+def run_tasks(
+    fn: Callable, tasks: Iterable[tuple], workers: int, total: int | None, desc: str,
+    initializer: Callable[[], None] | None = None,
+) -> None:
+    """Runs `fn(*task)` for every task with at most 2 x workers tasks in flight; inline for 1 worker."""
+    bar = tqdm.tqdm(total=total, desc=desc, unit="shard", leave=False)
+    if workers <= 1:
+        if initializer is not None:
+            initializer()
+        for task in tasks:
+            fn(*task)
+            bar.update()
+        bar.close()
+        return
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=initializer) as pool:
+        pending: collections.deque = collections.deque()
+        for task in tasks:
+            pending.append(pool.apply_async(fn, task))
+            while len(pending) >= 2 * workers:
+                pending.popleft().get()
+                bar.update()
+        while pending:
+            pending.popleft().get()
+            bar.update()
+    bar.close()
