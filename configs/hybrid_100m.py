@@ -37,6 +37,11 @@ def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/official_corpus"
     config.data.tokenizer.training_sentences = 2_000_000
+    # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
+    # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
+    #   python -m babylm_jax.data.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
+    #   config.data.paths = ["data/hanzi_facts"]; config.data.tokenizer.required_characters = "corpus_cjk"
+    # (the official corpus must then leave 2% of the 102M words free: trim it to fit).
 
     config.model.update(
         family="hybrid", vocab_size=16_384, d_model=768, num_layers=12, num_heads=12, d_ff=2560,

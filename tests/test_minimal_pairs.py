@@ -34,6 +34,21 @@ def test_readers_map_each_format_to_uid_and_phenomenon():
     assert [p.good for p in _read("zhoblimp", limit=4)] == [p.good for p in zhoblimp[:4]]
 
 
+def test_hanzi_files_in_the_prepared_shape(tmp_path):
+    probe = pathlib.Path(__file__).parents[1] / "experiments" / "hanzi_probe"
+    for task in ("hanzi_structure", "hanzi_pinyin"):
+        pairs = minimal_pairs.read_pairs(sorted((probe / task).glob("*.jsonl")), task)
+        assert len(pairs) >= 200 and len({p.uid for p in pairs}) >= 4
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"sentence_good": "a", "sentence_bad": "b", "UID": "u", "phenomenon": "p"}\n'
+                    '{"sentence_good": "c", "sentence_bad": "d", "condition": "initial"}\n'
+                    '{"sentence_good": "e", "sentence_bad": "f", "UID": "u"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"mixed.jsonl:3: missing field 'phenomenon'"):
+        minimal_pairs.read_pairs([path], "hanzi_pinyin")
+    pairs = minimal_pairs.read_pairs([path], "hanzi_pinyin", limit=2)
+    assert [(p.uid, p.phenomenon) for p in pairs] == [("u", "p"), ("initial", "initial")]
+
+
 def test_bad_lines_name_the_file_and_line(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"sentence_good": "a", "sentence_bad": "b", "condition": "c"}\n{not json\n', encoding="utf-8")

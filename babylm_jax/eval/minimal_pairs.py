@@ -26,6 +26,8 @@ FORMATS: dict[str, tuple[str, str, str | None, str | None]] = {
     "hanzi_pinyin": ("sentence_good", "sentence_bad", "condition", None),
 }
 _XCOMPS_UID_FIELDS = ("UID", "uid")
+# After the official preparation every zero-shot file holds UID/phenomenon; hanzi rows of that shape read so too.
+_PREPARED_FIELDS = ("UID", "phenomenon")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +43,8 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
 
     Blank lines are skipped; a line that is not a JSON object or lacks a field raises
     ValueError naming the file and line. xcomps files without a UID field are one UID each
-    (the file stem).
+    (the file stem). Hanzi files may hold either the hub fields (task/meta_structure, condition)
+    or the prepared ones (UID, phenomenon), row by row.
     """
     if format_name not in FORMATS:
         raise ValueError(f"unknown minimal-pair format {format_name!r}; known: {sorted(FORMATS)}")
@@ -53,14 +56,17 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
                 return pairs
             where = f"{path}:{line_number}"
             key = uid_key or next((k for k in _XCOMPS_UID_FIELDS if k in row), None)
-            for needed in (good_key, bad_key, key, phenomenon_key):
+            row_phenomenon_key = phenomenon_key
+            if format_name.startswith("hanzi") and _PREPARED_FIELDS[0] in row:
+                key, row_phenomenon_key = _PREPARED_FIELDS
+            for needed in (good_key, bad_key, key, row_phenomenon_key):
                 if needed is not None and needed not in row:
                     raise ValueError(f"{where}: missing field {needed!r}")
             for needed in (good_key, bad_key):
                 if not isinstance(row[needed], str):
                     raise ValueError(f"{where}: field {needed!r} must be a string")
             uid = str(row[key]) if key else path.stem
-            phenomenon = str(row[phenomenon_key]) if phenomenon_key else uid
+            phenomenon = str(row[row_phenomenon_key]) if row_phenomenon_key else uid
             pairs.append(Pair(row[good_key], row[bad_key], uid, phenomenon))
     return pairs
 
