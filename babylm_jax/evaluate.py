@@ -14,6 +14,7 @@ import pathlib
 import sys
 from typing import Any, Sequence
 
+from babylm_jax import cli
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import tasks as tasks_lib
 
@@ -118,7 +119,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (FileNotFoundError, ValueError) as error:  # bad input a user can fix: no traceback
-        sys.exit(f"evaluate failed: {error}")
+    cli.report_errors("evaluate", main, sys.argv[1:])

@@ -1,7 +1,7 @@
 """Exports a checkpoint as a Hugging Face model the official Chinese BabyLM pipeline can score.
 
     python -m babylm_jax.export --workdir runs/base --output runs/base/hf [--step N] \\
-        [--use_ema [yes|no]] [--layer K] [--overwrite]
+        [--use_ema=auto|yes|no] [--layer K] [--overwrite]
 
 Writes config.json, model.safetensors (float32), a fast tokenizer (tokenizer.json,
 tokenizer_config.json, special_tokens_map.json), the modelling code where no standard
@@ -9,30 +9,33 @@ architecture fits (configuration_babylm.py, modeling_babylm.py, loaded with
 trust_remote_code=True) and a README.md model card with the run's results.json if present.
 `--layer K` sets which hidden state AutoModel returns as last_hidden_state
 (0 = embeddings ... N = final output; negative counts from the end).
-Needs the export extra: pip install -e ".[export]".
+Needs the export extra: pip install -e ".[export]". A user error is one line and exit
+status 2 (`babylm_jax.cli`).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
-import sys
 from typing import Any, Sequence
+
+from absl import flags
+
+from babylm_jax import cli
+from babylm_jax.data.jsonl import read_json
 
 RESULTS_FILES = ("eval/results.json", "results.json")  # looked up in the workdir, in this order
 
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m babylm_jax.export", description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", required=True, help="training run directory (checkpoints + tokenizer)")
-    parser.add_argument("--output", required=True, help="export directory to write")
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
-    parser.add_argument("--use_ema", nargs="?", const="yes", choices=("auto", "yes", "no"), default="auto",
-                        help="export EMA params ('auto': when the run kept them; bare flag = yes)")
-    parser.add_argument("--layer", type=int, default=None,
-                        help="hidden state AutoModel returns as last_hidden_state (default: the last)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output directory")
-    return parser.parse_args(argv)
+COMMAND = cli.Command("export", __doc__)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Training run directory (checkpoints + tokenizer).",
+                               flag_values=COMMAND.flags)
+_OUTPUT = flags.DEFINE_string("output", None, "Export directory to write.", flag_values=COMMAND.flags)
+_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).", flag_values=COMMAND.flags)
+_USE_EMA = flags.DEFINE_enum("use_ema", "auto", ["auto", "yes", "no"],
+                             "Export EMA params ('auto': when the run kept them).", flag_values=COMMAND.flags)
+_LAYER = flags.DEFINE_integer("layer", None, "Hidden state AutoModel returns as last_hidden_state "
+                              "(default: the last).", flag_values=COMMAND.flags)
+_OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace a non-empty --output directory.",
+                                  flag_values=COMMAND.flags)
+flags.mark_flags_as_required(["workdir", "output"], flag_values=COMMAND.flags)
 
 
 def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
@@ -40,24 +43,20 @@ def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
     for name in RESULTS_FILES:
         path = workdir / name
         if path.is_file():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: not valid JSON ({error})") from error
+            return read_json(path, "rerun evaluate to rewrite it, or move it aside")
     return None
 
 
-def export(args: argparse.Namespace) -> pathlib.Path:
+def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None, use_ema: bool | None = None,
+           layer: int | None = None, overwrite: bool = False) -> pathlib.Path:
     """Loads the checkpoint and writes the export; errors name the file or flag at fault."""
     from babylm_jax.hf import writer
     from babylm_jax.training.checkpoint import load_for_eval
 
-    writer.check_output_dir(args.output, args.overwrite)  # fail before the slow load
-    workdir = pathlib.Path(args.workdir)
+    writer.check_output_dir(output, overwrite)  # fail before the slow load
     if not workdir.is_dir():
         raise FileNotFoundError(f"--workdir {workdir} does not exist")
-    use_ema = {"auto": None, "yes": True, "no": False}[args.use_ema]
-    loaded = load_for_eval(str(workdir), step=args.step, use_ema=use_ema)
+    loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema)
     provenance = {
         "step": int(loaded.step),
         "tokens_seen": int(loaded.tokens_seen),
@@ -65,28 +64,26 @@ def export(args: argparse.Namespace) -> pathlib.Path:
         "used_ema": bool(loaded.used_ema),
     }
     return writer.write_export(
-        args.output,
+        output,
         loaded.model.config,
         loaded.params,
         loaded.tokenizer,
         provenance=provenance,
         run_config=loaded.config.to_dict(),
         results=read_results(workdir),
-        layer=args.layer,
-        overwrite=args.overwrite,
+        layer=layer,
+        overwrite=overwrite,
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        output = export(args)
-    except (FileNotFoundError, FileExistsError, ValueError, ImportError) as error:
-        print(f"export failed: {error}", file=sys.stderr)
-        return 2
+def main(argv: Sequence[str]) -> pathlib.Path:
+    """Parses `argv` (program name first) and writes the export; returns its directory."""
+    COMMAND.parse(argv)
+    output = export(pathlib.Path(_WORKDIR.value), pathlib.Path(_OUTPUT.value), _STEP.value,
+                    {"auto": None, "yes": True, "no": False}[_USE_EMA.value], _LAYER.value, _OVERWRITE.value)
     print(f"wrote {output}")
-    return 0
+    return output
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    COMMAND.run(main)

@@ -4,24 +4,29 @@ Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
 (<workdir>/tokenizer) and tokenises the corpus into the sharded token cache under
 <workdir>/data, all resumable. With --data_dir, also writes <workdir>/leakage.json (which
 evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
-audit. `train` runs the same steps itself when the cache is missing.
+audit. `train` runs the same steps itself when the cache is missing. A user error is one line and
+exit status 2 (`babylm_jax.cli`).
 """
 from __future__ import annotations
 
 import json
 import pathlib
+from typing import Sequence
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
+from babylm_jax import cli
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import leakage, unk_audit
 from babylm_jax.data.prepare import prepare_corpus
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config file.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).")
-_DATA_DIR = flags.DEFINE_string("data_dir", None, "Evaluation data directory for the leakage check and UNK audit.")
-flags.mark_flags_as_required(["config", "workdir"])
+COMMAND = cli.Command("prepare", __doc__)
+_CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).",
+                               flag_values=COMMAND.flags)
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Evaluation data directory for the leakage check and UNK audit.",
+                                flag_values=COMMAND.flags)
+flags.mark_flags_as_required(["config", "workdir"], flag_values=COMMAND.flags)
 
 
 def _table(rows: list[list], header: list[str]) -> str:
@@ -30,9 +35,9 @@ def _table(rows: list[list], header: list[str]) -> str:
     return "\n".join([line(header)] + [line(r) for r in rows])
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main(argv: Sequence[str]) -> None:
+    """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
+    COMMAND.parse(argv)
     config, workdir = _CONFIG.value, pathlib.Path(_WORKDIR.value)
     prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report
@@ -63,4 +68,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    COMMAND.run(main)

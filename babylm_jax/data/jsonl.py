@@ -1,4 +1,4 @@
-"""JSON Lines reading shared by every task and corpus reader, with errors naming file and line."""
+"""JSON and JSON Lines reading shared by every reader of user files, with errors naming file and line."""
 from __future__ import annotations
 
 import json
@@ -22,3 +22,16 @@ def read_jsonl(path: str | pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
             yield number, row
+
+
+def read_json(path: str | pathlib.Path, fix: str) -> Any:
+    """The JSON value of file `path`; a missing or damaged file is an error naming it, its line and `fix`."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found; {fix}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text (damaged?); {fix}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); {fix}") from None

@@ -18,6 +18,7 @@ import numpy as np
 import sentencepiece as spm
 
 from babylm_jax.atomic import atomic_write_bytes
+from babylm_jax.data.jsonl import read_json
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
@@ -226,15 +227,19 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     """Reads what `Tokenizer.save` wrote."""
     directory = pathlib.Path(directory)
     meta_path = directory / "tokenizer.json"
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"No tokenizer at {meta_path}")
-    meta = json.loads(meta_path.read_text())
+    fix = f"rerun prepare on the workdir (after moving {directory} aside) to rebuild it"
+    meta = read_json(meta_path, fix)
+    missing = [key for key in ("kind", "model_file", "byte_fallback") if not isinstance(meta, dict) or key not in meta]
+    if missing:
+        raise ValueError(f"{meta_path}: missing key(s) {missing}; {fix}")
     model_path = directory / meta["model_file"]
     if meta["kind"] == "char":
-        return CharTokenizer(json.loads(model_path.read_text()), meta["byte_fallback"])
+        return CharTokenizer(read_json(model_path, fix), meta["byte_fallback"])
     if meta["kind"] in ("unigram", "bpe"):
+        if not model_path.is_file():
+            raise FileNotFoundError(f"{model_path}: file not found; {fix}")
         return SentencePieceTokenizer(model_path.read_bytes(), meta["kind"], meta["byte_fallback"])
-    raise ValueError(f"{meta_path}: unknown tokenizer kind {meta['kind']!r}")
+    raise ValueError(f"{meta_path}: unknown tokenizer kind {meta['kind']!r}; {fix}")
 
 
 def is_cjk_unified(ch: str) -> bool:

@@ -19,6 +19,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 
 from babylm_jax.atomic import atomic_write_json
+from babylm_jax.data.jsonl import read_json
 from babylm_jax.data.tokenizer import load_tokenizer
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training.state import TrainState, abstract_state
@@ -44,8 +45,7 @@ def check_or_write_config(workdir: str, config: ml_collections.ConfigDict) -> No
     path = os.path.join(workdir, CONFIG_FILE)
     current = json.loads(config.to_json_best_effort())
     if os.path.exists(path) and _checkpoint_steps(workdir):
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
+        saved = read_json(path, "restore it (it records the run's config) or use a new --workdir")
         old, new = _flatten(saved), _flatten(current)
         for key in sorted(set(old) | set(new)):
             if any(key == k or key.startswith(k + ".") for k in RESUME_KEYS) and old.get(key) != new.get(key):
@@ -60,8 +60,10 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
     path = os.path.join(workdir, CONFIG_FILE)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
-    with open(path, encoding="utf-8") as f:
-        return ml_collections.ConfigDict(json.load(f))
+    saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
+    return ml_collections.ConfigDict(saved)
 
 
 def iterator_state(iterator: Any) -> dict:
@@ -163,6 +165,25 @@ def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
     return found[step], step
 
 
+def _restore_for_eval(root: str, step: int, target: TrainState) -> tuple[TrainState, dict]:
+    """The state and meta of checkpoint `step` under `root`; a damaged one is named (ValueError)."""
+    where = os.path.join(root, str(step))
+    try:
+        with ocp.CheckpointManager(root) as manager:
+            restored = manager.restore(
+                step,
+                args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()),
+            )
+        meta = restored.meta
+    except Exception as error:  # noqa: BLE001 - orbax reports damage with many exception types
+        message = " ".join(str(error).split())[:300]
+        raise ValueError(f"checkpoint {where} cannot be read ({type(error).__name__}: {message}); "
+                         "pass --step with another checkpoint (or move this one aside)") from error
+    if not isinstance(meta, dict):
+        raise ValueError(f"checkpoint {where}: meta is not a JSON object; pass --step with another checkpoint")
+    return restored.state, dict(meta)
+
+
 def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = None) -> LoadedModel:
     """Loads a run's config, tokenizer and params (EMA params when the run kept them)."""
     workdir = os.path.abspath(workdir)
@@ -172,12 +193,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")
     root, step = _find_step(workdir, step)
     target, model = abstract_state(config)
-    with ocp.CheckpointManager(root) as manager:
-        restored = manager.restore(
-            step,
-            args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()),
-        )
-    state, meta = restored.state, dict(restored.meta)
+    state, meta = _restore_for_eval(root, step, target)
     has_ema = state.ema_params is not None
     if use_ema and not has_ema:
         raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); drop --use_ema")

@@ -39,6 +39,26 @@ def make_mesh(mesh_config: ml_collections.ConfigDict, devices: list | None = Non
     return Mesh(np.asarray(devices).reshape(len(devices) // fsdp, fsdp), BATCH_AXES)
 
 
+def run_devices(mesh_config: ml_collections.ConfigDict, available: list) -> list:
+    """The devices a single-process run uses: the first `mesh.num_devices` (0 = all), checked."""
+    wanted = mesh_config.num_devices
+    if not 0 <= wanted <= len(available):
+        raise ValueError(f"config key mesh.num_devices={wanted}: {len(available)} device(s) are present; "
+                         f"set it to 1..{len(available)}, or 0 for all")
+    return available[: wanted or None]
+
+
+def check_batch_size(batch_size: int, mesh: Mesh) -> None:
+    """The global batch must be positive and split evenly over the mesh's data-parallel devices."""
+    if batch_size <= 0:
+        raise ValueError(f"config key train.batch_size={batch_size} must be positive")
+    if batch_size % mesh.size:
+        multiple = -(-batch_size // mesh.size) * mesh.size
+        raise ValueError(f"config key train.batch_size={batch_size} must be a multiple of the {mesh.size} "
+                         f"data-parallel devices (mesh {dict(mesh.shape)}); use e.g. {multiple}, "
+                         "or fewer devices with mesh.num_devices")
+
+
 def state_shardings(abstract_boxed_state: Any, mesh: Mesh) -> Any:
     """NamedShardings for a state whose params carry logical-partitioning boxes."""
     specs = nn.get_partition_spec(abstract_boxed_state)

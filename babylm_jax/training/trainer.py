@@ -183,6 +183,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     os.makedirs(workdir, exist_ok=True)
     is_main = jax.process_index() == 0
     model = build_model(config)  # validates model keys and seq_len before any work
+    devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
+    mesh = sharding.make_mesh(config.mesh, devices)
+    sharding.check_batch_size(config.train.batch_size, mesh)
     if config.train.batch_size % (jax.process_count() * config.train.grad_accum_steps):
         raise ValueError(
             f"config key train.batch_size={config.train.batch_size} must divide evenly over "
@@ -202,7 +205,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
             f"config key model.vocab_size={config.model.vocab_size} is smaller than the tokenizer's "
             f"{data.tokenizer.vocab_size} ids"
         )
-    mesh = sharding.make_mesh(config.mesh, jax.devices()[: config.mesh.num_devices or None] if jax.process_count() == 1 else None)
     masking = make_masking(config, data.tokenizer)
 
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)

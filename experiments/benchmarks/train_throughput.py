@@ -92,7 +92,7 @@ class Bench:
         model = state_lib.build_model(config)
         self.model_config = model.config
         optimizer = optim.make_optimizer(config.train)
-        devices = jax.devices()[: config.mesh.num_devices or None]
+        devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
         masking = trainer.make_masking(config, stand_in)
