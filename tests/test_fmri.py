@@ -13,7 +13,7 @@ import scipy.stats
 
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.tokenizer import CharTokenizer
-from babylm_jax.eval import cogbench, features, fmri, fmri_synth
+from babylm_jax.eval import cogbench, features, fmri, fmri_synth, ridge
 from babylm_jax.eval.tasks import EvalOptions, TaskSpec
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
@@ -219,3 +219,98 @@ def test_bad_input_gets_a_clear_message(synth, tmp_path):
         cogbench.read_story_timing(root, "train", 1, num_words)
     assert cogbench.read_story_timing(root, "train", 2, sum(map(len, cogbench.read_story(root, "train", 2)))
                                       ).reference_trs > 0  # node_count_bu is MATLAB v7.3 (HDF5)
+    # the shapes and dtypes the official code relies on
+    num_words = sum(map(len, cogbench.read_story(root, "train", 2)))
+    notpu = root / "train" / "notPU" / "story_2.mat"
+    isvalid = scipy.io.loadmat(notpu)["isvalid"]
+    assert isvalid.shape == (num_words, 1)
+    scipy.io.savemat(notpu, {"isvalid": isvalid.T})
+    with pytest.raises(ValueError, match=rf"notPU/story_2.mat: 'isvalid' has shape \(1, {num_words}\)"):
+        cogbench.read_story_timing(root, "train", 2, num_words)
+    times = root / "train" / "word_time_features_postprocess" / "story_3_word_time.mat"
+    scipy.io.savemat(times, {"end": scipy.io.loadmat(times)["end"].T})
+    with pytest.raises(ValueError, match="story_3_word_time.mat: 'end' has shape"):
+        cogbench.read_story_timing(root, "train", 3, sum(map(len, cogbench.read_story(root, "train", 3))))
+    response_path = root / "train" / "fmri" / "Language" / "01" / "story_1.mat"
+    response = scipy.io.loadmat(response_path)["fmri_response"]
+    assert response.dtype == np.float32
+    scipy.io.savemat(response_path, {"fmri_response": response.astype(np.float64)})
+    with pytest.raises(ValueError, match="story_1.mat: 'fmri_response' is float64"):
+        cogbench.read_story_response(root, "train", "Language", "01", 1, response.shape[1])
+
+
+def _official_ridge_train_dev_test(train_x, train_y, dev_x, dev_y, test_x, test_y):
+    """The official `ridge_multidim` + `ridge_train_dev_test` (cogbench/utils/data_utils.py), in numpy float64."""
+    def zs(v):
+        return (v - v.mean(0)) / v.std(0, ddof=1)  # torch.std: ddof 1
+
+    alphas = np.logspace(-3, 3, 10)
+    u, s, vt = np.linalg.svd(train_x, full_matrices=False)
+    keep = s > 1e-10
+    ur, pvh = u[:, keep].T @ train_y, dev_x @ vt[keep].T
+    dev_corrs = []
+    for a in alphas:
+        pred = (pvh * (s[keep] / (s[keep] ** 2 + a ** 2))) @ ur
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dev_corrs.append(np.nan_to_num((zs(dev_y) * zs(pred)).mean(0)))
+    best = alphas[np.argmax(np.mean(dev_corrs, axis=1))]
+    pred = test_x @ (vt.T @ np.diag(s / (s ** 2 + best ** 2)) @ (u.T @ train_y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.nan_to_num((zs(pred) * zs(test_y)).mean(0)).mean()), float(best)
+
+
+def test_discourse_ridge_and_correlation_are_the_official_ones():
+    settings = fmri.FmriSettings()
+    assert (settings.ridge_form, settings.rcond, settings.correlation_ddof, settings.word_tokens) == ("svd", 0.0, 1, "split")
+    rng = np.random.default_rng(4)
+    n_train, n_dev, n_test, dim = 150, 60, 50, 24
+    x = rng.normal(size=(n_train + n_dev + n_test, dim)).astype(np.float32)
+    x[:, -3:] = x[:, :3] + 1e-3 * x[:, -3:]  # ill-conditioned columns, where routes differ
+    y = (x[:, :6] @ rng.normal(size=(6, 10)) + 3.0 * rng.normal(size=(len(x), 10))).astype(np.float32)
+    y[:, 0] = 0.0  # a silent voxel scores 0
+    train, dev, test = _split_rows([n_train, n_dev, n_test])
+    ours = fmri.score_fmri({0: x}, [("Language/01", y)], train, dev, test, settings)["Language/01"][0]
+    expected, alpha = _official_ridge_train_dev_test(x[train], y[train], x[dev], y[dev], x[test], y[test])
+    assert ours["alpha"] == pytest.approx(alpha)
+    assert ours["score"] == pytest.approx(expected, abs=1e-4)
+    pearson = fmri.score_fmri({0: x}, [("g", y)], train, dev, test, dataclasses.replace(settings, correlation_ddof=0))
+    assert pearson["g"][0]["score"] * (n_test - 1) / n_test == pytest.approx(ours["score"], rel=1e-5)
+
+
+def test_column_correlation_ddof():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(40, 3)), rng.normal(size=(40, 3))
+    mask = np.ones(40, bool)
+    r = np.array([np.corrcoef(a[:, k], b[:, k])[0, 1] for k in range(3)])
+    np.testing.assert_allclose(ridge.column_correlation(a, b, mask), r, rtol=1e-5)
+    np.testing.assert_allclose(ridge.column_correlation(a, b, mask, ddof=1), r * 39 / 40, rtol=1e-5)
+
+
+class _PrefixTokenizer(CharTokenizer):
+    """Characters, plus one marker token at the start of every encoded text (as SentencePiece's dummy prefix)."""
+
+    def encode(self, text):
+        return [self.MARKER] + super().encode(text)
+
+
+def test_story_words_are_tokenized_each_on_its_own(loaded):
+    """The official `tokenizer(words, is_split_into_words=True)`: a word's tokens are its own encoding."""
+    model, params = loaded.model, loaded.params
+    tok = _PrefixTokenizer([chr(c) for c in range(0x4E00, 0x4E00 + 64)], byte_fallback=True)
+    tok.MARKER = CharTokenizer.encode(tok, "乙")[0]  # an ordinary id the words below do not use
+    words = ["一丁", "七", "万丈三"]
+    ours = features.story_word_features(model, params, tok, "mlm", [words])
+    row = framing_for("mlm").frame([i for w in words for i in tok.encode(w)])  # [cls] 乙一丁 乙七 乙万丈三 [sep]
+    assert len(row) == 11
+    padded = np.zeros((1, 16), np.int32)
+    padded[0, :len(row)] = row
+    hidden = np.asarray(model.apply(params, padded, (padded > 0).astype(np.int32), return_hidden_states=True,
+                                    method=Transformer.encode)[1])[:, 0]
+    for k, positions in enumerate([[1, 2, 3], [4, 5], [6, 7, 8, 9]]):
+        np.testing.assert_allclose(ours[:, k], hidden[:, positions].mean(1), rtol=1e-5, atol=1e-5)
+    joined = features.story_word_features(model, params, tok, "mlm", [words], word_tokens="joined")
+    assert not np.allclose(joined[:, 1], ours[:, 1], atol=1e-3)  # one marker per line: other tokens, other features
+    # chunks of whole words by their own token counts: room 5 holds 一丁 (3) and 七 (2), not 万丈三 (4) too
+    rows = features.context_rows(tok, words, room=5)
+    assert [len(ids) for ids, _ in rows] == [5, 4]
+    assert rows[0][1] == [[0, 1, 2], [3, 4]] and rows[1][1] == [[0, 1, 2, 3]]

@@ -18,6 +18,10 @@ Choices the official description leaves open (documented here, enforced below):
   MATLAB's orientation (h5py sees MATLAB arrays reversed). So the reference TR count is
   `word_feature`'s MATLAB dim 0, which is the `shape[1]` the official code reads via h5py.
 - Responses with NaN or infinite values are refused (naming the file), not silently zeroed.
+- Shapes and dtypes the official code relies on are checked, each with an error naming the
+  file: word end times 1 x words (it reads `end[0, valid]`), notPU `isvalid` words x 1 (it
+  reads `np.where(isvalid == 1)[0]`, which on a 1 x words row silently keeps only word 0),
+  discourse `fmri_response` in float32 (float64 fails its float32 ridge).
 """
 from __future__ import annotations
 
@@ -137,12 +141,19 @@ def read_story_timing(root: pathlib.Path, split: str, story_id: int, num_words: 
     time_path = _side_file(root, split, "word_time_features_postprocess", f"story_{story_id}_word_time.mat")
     valid_path = _side_file(root, split, "notPU", f"story_{story_id}.mat")
     ref_path = _side_file(root, split, "node_count_bu", f"story_{story_id}.mat")
-    end = load_mat_array(time_path, "end").astype(np.float64).reshape(-1)
-    valid = load_mat_array(valid_path, "isvalid").reshape(-1) == 1
+    end = load_mat_array(time_path, "end")
+    valid = load_mat_array(valid_path, "isvalid")
     reference = load_mat_array(ref_path, "word_feature")
     for path, array in ((time_path, end), (valid_path, valid)):
         if array.size != num_words:
             raise ValueError(f"{path}: {array.size} entries but story_{story_id}.txt in {split} has {num_words} words")
+    if end.shape != (1, num_words):
+        raise ValueError(f"{time_path}: 'end' has shape {end.shape}; the official code reads a 1 x {num_words} row "
+                         "(end[0, valid])")
+    if valid.shape != (num_words, 1):
+        raise ValueError(f"{valid_path}: 'isvalid' has shape {valid.shape}; the official code reads a {num_words} x 1 "
+                         "column (np.where(isvalid == 1)[0] on a row keeps only the first word)")
+    end, valid = end.astype(np.float64).reshape(-1), valid.reshape(-1) == 1
     if not np.isfinite(end[valid]).all():
         raise ValueError(f"{time_path}: NaN/infinite end times for valid words")
     if reference.ndim != 2:
@@ -175,6 +186,9 @@ def read_story_response(root: pathlib.Path, split: str, roi: str, subject: str, 
     if not path.is_file():
         raise FileNotFoundError(f"ROI {roi!r}, subject {subject!r}: missing story {story_id} in split {split!r} ({path})")
     response = load_mat_array(path, "fmri_response")
+    if response.dtype != np.float32:
+        raise ValueError(f"{path}: 'fmri_response' is {response.dtype}; the official code needs float32 "
+                         "(its ridge multiplies it with float32 features)")
     if response.ndim != 2 or response.shape[1] != reference_trs:
         raise ValueError(
             f"{path}: 'fmri_response' has shape {response.shape}; expected voxels x {reference_trs} TRs "

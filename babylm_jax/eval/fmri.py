@@ -14,9 +14,12 @@ gamma.pdf(t, 6) - gamma.pdf(t, 16) / 6 (sum 1, 32 s, dt = 0.71 / 71 s), sampled 
 frame (TR 0.71 s) after dropping the first 19 TRs, cut to the reference TR count, z-scored.
 Because the features are impulses, the convolve-then-sample chain is one [TRs, words]
 matrix per story (`tr_sampling_matrix`), shared by all layers. Ridge without intercept on
-the SVD, a in logspace(-3, 3, 10) with penalty a^2 (the official code shrinks S/(S^2+a^2));
-one a per ROI x subject, chosen by the mean over voxels of the dev correlation; refit on
-train; score = mean voxel Pearson r on the evaluation split; task score = mean over
+the thin SVD of the training rows, as the official `ridge_multidim` (`ridge_form="svd"`,
+components with s <= 1e-10 dropped: `rcond=0`), a in logspace(-3, 3, 10) with penalty a^2
+(the official code shrinks S/(S^2+a^2)); one a per ROI x subject, chosen by the mean over
+voxels of the dev correlation; refit on train; score = mean over voxels of the product of
+z-scores on the evaluation split, z-scored with ddof 1 as the official `torch.std`
+(`correlation_ddof=1`: Pearson r x (M - 1) / M for M TRs); task score = mean over
 ROI x subject.
 
 Choices the description leaves open (each a setting; see `WordFmriSettings`/`FmriSettings`):
@@ -24,6 +27,12 @@ Choices the description leaves open (each a setting; see `WordFmriSettings`/`Fmr
   `standardize_rows=False`.
 - Context for story words: one line of the story, as the official code (`context="sentence"`),
   or the whole story (`"story"`), chunked to the model's max length either way.
+- Tokens of story words: each word tokenized on its own, as the official
+  `is_split_into_words=True` (`word_tokens="split"`), or the joined line tokenized once as in
+  training (`"joined"`, not official; see `features.py`).
+- Ridge routes other than the official SVD: `ridge_form="primal"`/`"dual"` (eigh of a Gram
+  matrix, faster on CPU; drops components below `rcond` x the largest, so it may pick
+  another alpha on ill-conditioned features); `correlation_ddof=0` reports plain Pearson r.
 - Words sharing a 100 Hz frame: the first one is placed, as the official loop does. The
   grid ends at int(last end * 100), so a word ending exactly there falls off, as officially
   (`include_last_word=False`). End times of valid words must not decrease (error otherwise).
@@ -72,6 +81,7 @@ class FmriSettings:
     alpha_per_voxel: bool = False
     rois: tuple[str, ...] = cogbench.ROIS
     context: str = "sentence"
+    word_tokens: str = "split"
     separator: str = ""
     tr: float = 0.71
     oversampling: int = 71
@@ -81,7 +91,9 @@ class FmriSettings:
     include_last_word: bool = False
     feature_zscore: str = "matrix"
     layers: Any = "all"
-    ridge_form: str = "auto"
+    ridge_form: str = "svd"
+    rcond: float = 0.0
+    correlation_ddof: int = 1
     voxel_chunk: int = 2048
 
 
@@ -107,6 +119,8 @@ def resolve_settings(cls, task: str, settings: dict, extra: dict):
     if isinstance(resolved, FmriSettings):
         if resolved.context not in ("sentence", "story"):
             raise ValueError(f"task {task}: setting context={resolved.context!r}; use 'sentence' or 'story'")
+        if resolved.word_tokens not in features.WORD_TOKENS:
+            raise ValueError(f"task {task}: setting word_tokens={resolved.word_tokens!r}; use one of {features.WORD_TOKENS}")
         if resolved.feature_zscore not in ("matrix", "column"):
             raise ValueError(f"task {task}: setting feature_zscore={resolved.feature_zscore!r}; use 'matrix' or 'column'")
         if abs(resolved.oversampling / resolved.tr - resolved.grid_hz) > 1e-6:
@@ -287,7 +301,8 @@ def score_fmri(x_by_layer: dict[int, np.ndarray], groups: Iterable[tuple[str, np
     grid = alphas(settings.alpha_logspace)
     penalties = grid ** settings.penalty_power
     solvers = {layer: ridge.RidgeSolver(x, train_N, fit_intercept=settings.fit_intercept, form=settings.ridge_form,
-                                        voxel_chunk=settings.voxel_chunk) for layer, x in x_by_layer.items()}
+                                        rcond=settings.rcond, voxel_chunk=settings.voxel_chunk)
+               for layer, x in x_by_layer.items()}
     out: dict[str, dict[int, dict]] = {}
     for name, y_NxV in groups:
         out[name] = {}
@@ -295,7 +310,8 @@ def score_fmri(x_by_layer: dict[int, np.ndarray], groups: Iterable[tuple[str, np
             scores = solver.path_scores(y_NxV, select_N, penalties, metric="corr")
             best = ridge.best_penalty_index(scores, "corr", per_voxel=settings.alpha_per_voxel)
             pred = solver.predict(y_NxV, eval_N, penalties[best])[0]
-            r = np.asarray(ridge.column_correlation(pred, y_NxV[eval_N], np.ones(int(eval_N.sum()), bool)))
+            r = np.asarray(ridge.column_correlation(pred, y_NxV[eval_N], np.ones(int(eval_N.sum()), bool),
+                                                    ddof=settings.correlation_ddof))
             out[name][layer] = {"score": float(r.mean()),
                                 "alpha": None if settings.alpha_per_voxel else float(grid[best[0]])}
     return out
@@ -337,7 +353,7 @@ def run_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> Ta
     for (split, story_id), lines in tqdm(texts.items(), desc="fmri features"):
         contexts = lines if settings.context == "sentence" else [[w for line in lines for w in line]]
         words_LxWxD = features.story_word_features(model, loaded.params, loaded.tokenizer, family, contexts,
-                                                   separator=settings.separator)
+                                                   word_tokens=settings.word_tokens, separator=settings.separator)
         designs.append(story_design(words_LxWxD, timings[split, story_id], hrf, settings,
                                     where=f"{root / split}/story_{story_id}"))
     x_LxNxD = np.concatenate(designs, axis=1)

@@ -14,7 +14,9 @@ TR sampling, shift, z-score; `fmri.story_design`) x a random map per ROI x subje
 The noise variance is the signal variance / `snr` per voxel, so the best achievable score
 (the true signal as the prediction) is computed and stored as the "ceiling": it is what a
 model whose features span the planted ones can reach, and shuffled features reach ~0.
-`node_count_bu` files are written as MATLAB v7.3 (HDF5), the rest as v5, as in the release.
+`node_count_bu` files are written as MATLAB v7.3 (HDF5), the rest as v5, as in the release,
+in the shapes and dtypes the official code reads (`cogbench` checks them): word end times
+1 x words, notPU `isvalid` words x 1, `fmri_response` voxels x TRs in float32.
 """
 from __future__ import annotations
 
@@ -165,7 +167,7 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
                 "\n".join(" ".join(line) for line in lines) + "\n", encoding="utf-8")
             scipy.io.savemat(root / split / "word_time_features_postprocess" / f"story_{story_id}_word_time.mat",
                              {"end": end[None, :]})
-            scipy.io.savemat(root / split / "notPU" / f"story_{story_id}.mat", {"isvalid": valid[None, :].astype(np.uint8)})
+            scipy.io.savemat(root / split / "notPU" / f"story_{story_id}.mat", {"isvalid": valid[:, None].astype(np.uint8)})
             write_mat73(root / split / "node_count_bu" / f"story_{story_id}.mat", "word_feature",
                         np.zeros((reference_trs, 3)))
             timing = cogbench.StoryTiming(end, valid, reference_trs)
@@ -176,7 +178,7 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
                 response = _noisy(signal, plan.snr, plan.rng)
                 folder = root / split / "fmri" / roi / subject
                 folder.mkdir(parents=True, exist_ok=True)
-                scipy.io.savemat(folder / f"story_{story_id}.mat", {"fmri_response": response.T})
+                scipy.io.savemat(folder / f"story_{story_id}.mat", {"fmri_response": response.T.astype(np.float32)})
                 if split == plan.split_names[-1]:
                     signals[roi, subject].append(signal)
                     responses_eval[roi, subject].append(response)
@@ -184,7 +186,8 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
     per_group = {}
     for key in maps:
         s, y = np.concatenate(signals[key]), np.concatenate(responses_eval[key])
-        per_group["/".join(key)] = float(np.mean(np.asarray(ridge.column_correlation(s, y, np.ones(len(s), bool)))))
+        per_group["/".join(key)] = float(np.mean(np.asarray(ridge.column_correlation(
+            s, y, np.ones(len(s), bool), ddof=settings.correlation_ddof))))
     return {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
 
 

@@ -50,14 +50,18 @@ def contiguous_folds(num_rows: int, num_folds: int) -> tuple[np.ndarray, np.ndar
     return ~eval_masks, eval_masks
 
 
-def column_correlation(pred_MxV: jax.Array, true_MxV: jax.Array, mask_M: jax.Array) -> jax.Array:
-    """Pearson r per column over the masked rows: mean of the product of z-scores (ddof 0), NaN -> 0."""
+def column_correlation(pred_MxV: jax.Array, true_MxV: jax.Array, mask_M: jax.Array, ddof: int = 0) -> jax.Array:
+    """Mean of the product of z-scores per column over the masked rows; zero std -> 0.
+
+    With ddof 0 this is Pearson r; the official fmri code z-scores with `torch.std`
+    (ddof 1), which gives r * (M - 1) / M for M rows.
+    """
     w = mask_M.astype(pred_MxV.dtype)[:, None]
     count = jnp.maximum(w.sum(), 1.0)
 
     def zscore(a: jax.Array) -> jax.Array:
         centred = (a - (a * w).sum(0) / count) * w
-        std = jnp.sqrt((centred ** 2).sum(0) / count)
+        std = jnp.sqrt((centred ** 2).sum(0) / jnp.maximum(count - ddof, 1.0))
         return jnp.where(std > 0, centred / jnp.where(std > 0, std, 1.0), 0.0)
 
     return (zscore(pred_MxV) * zscore(true_MxV)).sum(0) / count
