@@ -18,6 +18,7 @@ from absl import flags
 from babylm_jax import cli
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import leakage, unk_audit
+from babylm_jax.data.config import DataConfig
 from babylm_jax.data.prepare import prepare_corpus
 
 COMMAND = cli.Command("prepare", __doc__)
@@ -39,6 +40,7 @@ def main(argv: Sequence[str]) -> None:
     """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
     COMMAND.parse(argv)
     config, workdir = _CONFIG.value, pathlib.Path(_WORKDIR.value)
+    data_config = DataConfig.from_config(config.data)
     prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report
     print(f"budget: {report['words']:,} jieba words of {report['word_budget']:,}"
@@ -48,10 +50,10 @@ def main(argv: Sequence[str]) -> None:
     print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / 'tokenizer'}")
     print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
           f"-> {prepared.tokens.directory}")
-    data_dir = _DATA_DIR.value or config.data.leakage.data_dir
+    data_dir = _DATA_DIR.value or data_config.leakage.data_dir
     if not data_dir:
         return
-    detector = leakage.LeakDetector.from_data_dir(data_dir, int(config.data.leakage.ngram), config.data.normalize)
+    detector = leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram, data_config.normalize)
     leaks = detector.report(prepared.corpus.iter_texts())
     atomic_write_json(workdir / "leakage.json", leaks)
     print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "

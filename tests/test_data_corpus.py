@@ -1,22 +1,23 @@
 """Corpus sources, normalisation and bad input."""
+import dataclasses
 import gzip
 import json
 
-import ml_collections
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from babylm_jax.data import builtin, corpus
+from babylm_jax.data.config import DataConfig
 from fixtures.data import synthetic
 
 
-def _data_config(**overrides) -> ml_collections.ConfigDict:
+def _data_config(**overrides) -> DataConfig:
     config = synthetic.base_config().data
     config.corpus = ""
     for key, value in overrides.items():
         config[key] = value
-    return config
+    return DataConfig.from_config(config)
 
 
 def _documents(config) -> list[str]:
@@ -31,8 +32,7 @@ def test_mixed_sources(tmp_path):
     pq.write_table(pa.table({"content": ["表格一", "表格二"], "id": [1, 2]}), tmp_path / "c.parquet")
     config = _data_config(paths=[str(tmp_path / "txt"), str(tmp_path / "b.jsonl.gz"), str(tmp_path / "c.parquet")], text_field="content")
     assert _documents(config) == ["第一段第一行\n第一段第二行", "第二段", "压缩的文档", "表格一", "表格二"]
-    config.txt_documents = "line"
-    config.max_documents = 3
+    config = dataclasses.replace(config, txt_documents="line", max_documents=3)
     assert _documents(config) == ["第一段第一行", "第一段第二行", ""]
 
 
@@ -45,10 +45,10 @@ def test_builtin_strips_tags():
 
 def test_normalisation():
     text = "  繁體  中文\t測試 \r\n\n ＡＢＣ，１２３ "
-    default = corpus.make_normalizer(synthetic.base_config().data.normalize)
+    default = _data_config().normalize
     assert default(text) == "繁體 中文 測試\nＡＢＣ，１２３"
-    options = ml_collections.ConfigDict({"nfkc": True, "to_simplified": True, "clean_whitespace": True, "drop_empty_lines": False})
-    assert corpus.make_normalizer(options)(text) == "繁体 中文 测试\n\nABC,123"
+    options = corpus.Normalizer(nfkc=True, to_simplified=True, clean_whitespace=True, drop_empty_lines=False)
+    assert options(text) == "繁体 中文 测试\n\nABC,123"
 
 
 @pytest.mark.parametrize(
@@ -66,8 +66,7 @@ def test_bad_input_names_file_and_line(tmp_path, name, content, field, message):
     config = _data_config(corpus=str(tmp_path / name), max_document_chars=40, txt_documents="line")
     with pytest.raises(corpus.CorpusError, match=message):
         _documents(config)
-    config.on_bad_line = "skip"
-    assert len(_documents(config)) <= 1
+    assert len(_documents(dataclasses.replace(config, on_bad_line="skip"))) <= 1
 
 
 def test_missing_path_and_parquet_column(tmp_path):

@@ -4,6 +4,7 @@ import json
 import numpy as np
 
 from babylm_jax.data import leakage, prepare
+from babylm_jax.data.config import DataConfig
 from fixtures.data import synthetic
 
 EVAL_GOOD = "小猫把鱼吃掉了。"
@@ -26,7 +27,7 @@ def _slow_ngram_overlap(train: str, item: str, n: int) -> bool:
 
 
 def test_finds_planted_and_nothing_in_clean(tmp_path):
-    normalize = synthetic.base_config().data.normalize
+    normalize = DataConfig.from_config(synthetic.base_config().data).normalize
     detector = leakage.LeakDetector.from_data_dir(_eval_dir(tmp_path / "eval"), 13, normalize)
     clean = synthetic.documents(50)
     report = detector.report(clean)
@@ -45,7 +46,7 @@ def test_ngram_hashes_match_slow_reference(tmp_path):
     alphabet = "甲乙丙丁戊"
     items = ["".join(rng.choice(list(alphabet), 20)) for _ in range(20)]
     trains = ["".join(rng.choice(list(alphabet + "\n"), 60)) for _ in range(40)]
-    detector = leakage.LeakDetector([("t", s) for s in items], 6, synthetic.base_config().data.normalize)
+    detector = leakage.LeakDetector([("t", s) for s in items], 6, DataConfig.from_config(synthetic.base_config().data).normalize)
     for train in trains:
         fast = detector.report([train])["tasks"]["t"]["ngram"]
         slow = sum(_slow_ngram_overlap(train, item, 6) for item in items)

@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from babylm_jax.data import hanzi_facts, hanzi_lexicon, leakage, prepare, words  # noqa: E402
+from babylm_jax.data.config import DataConfig  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402
 
 
@@ -127,7 +128,7 @@ def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
     (tmp_path / "eval" / "hanzi_structure" / "probe.jsonl").write_text(json.dumps(
         {"sentence_good": sentence, "sentence_bad": "无关的句子。", "UID": "u", "phenomenon": "p"},
         ensure_ascii=False) + "\n", encoding="utf-8")
-    detector = leakage.LeakDetector.from_data_dir(tmp_path / "eval", 13, config.data.normalize)
+    detector = leakage.LeakDetector.from_data_dir(tmp_path / "eval", 13, DataConfig.from_config(config.data).normalize)
     report = detector.report(prepared.corpus.iter_texts())
     assert report["tasks"]["hanzi_structure"]["leaked"] == 1
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from babylm_jax.data import corpus
+from babylm_jax.data.config import DataConfig, TokenizerConfig
 from babylm_jax.data.framing import Framing
 
 CACHE_VERSION = 1
@@ -20,25 +21,27 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def corpus_key(data_config, sources: list[corpus.Source], line_filter) -> str:
+def corpus_key(data_config: DataConfig, sources: list[corpus.Source], line_filter) -> str:
+    """The counted corpus's key: its files and the settings that change what is read and how."""
     return fingerprint(
         {
             "version": CACHE_VERSION,
             "files": corpus.source_fingerprint(sources),
             "text_field": data_config.text_field,
             "txt_documents": data_config.txt_documents,
-            "max_documents": int(data_config.max_documents),
-            "max_document_chars": int(data_config.max_document_chars),
+            "max_documents": data_config.max_documents,
+            "max_document_chars": data_config.max_document_chars,
             "on_bad_line": data_config.on_bad_line,
-            "normalize": data_config.normalize.to_dict(),
-            "shard_chars": int(data_config.shard_chars),
+            "normalize": dataclasses.asdict(data_config.normalize),
+            "shard_chars": data_config.shard_chars,
             "line_filter": getattr(line_filter, "fingerprint", None),
         }
     )
 
 
-def tokenizer_key(corpus_key_: str, config) -> str:
-    return fingerprint({"corpus": corpus_key_, "tokenizer": config.data.tokenizer.to_dict(), "vocab_size": int(config.model.vocab_size)})
+def tokenizer_key(corpus_key_: str, tokenizer: TokenizerConfig, vocab_size: int) -> str:
+    """The tokenizer's key: the corpus's, plus every `data.tokenizer` setting and `model.vocab_size`."""
+    return fingerprint({"corpus": corpus_key_, "tokenizer": dataclasses.asdict(tokenizer), "vocab_size": vocab_size})
 
 
 def token_cache_key(tokenizer_key_: str, framing: Framing) -> str:

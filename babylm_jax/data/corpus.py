@@ -1,6 +1,6 @@
 """Corpus sources and normalisation: builtin, .txt, .jsonl(.gz) and .parquet, mixed.
 
-`list_sources(config.data)` resolves `data.corpus` plus `data.paths` into sources (each a
+`list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
 sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
 `normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
@@ -15,11 +15,16 @@ import logging
 import pathlib
 import re
 import unicodedata
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from babylm_jax.data import builtin
 
+if TYPE_CHECKING:
+    from babylm_jax.data.config import DataConfig
+
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
+ON_BAD_LINE = ("stop", "skip")  # data.on_bad_line
 _SPACES = re.compile(r"[^\S\n]+")
 
 
@@ -38,7 +43,7 @@ def _suffix(path: pathlib.Path) -> str | None:
     return next((s for s in SUFFIXES if name.endswith(s)), None)
 
 
-def list_sources(data_config) -> list[Source]:
+def list_sources(data_config: DataConfig) -> list[Source]:
     """`data.corpus` (\"builtin\" or a path) and every entry of `data.paths`, files sorted."""
     entries = [data_config.corpus] if data_config.corpus else []
     entries += list(data_config.paths)
@@ -78,8 +83,6 @@ class _BadLines:
     """Raises or counts problems according to `data.on_bad_line`."""
 
     def __init__(self, policy: str):
-        if policy not in ("stop", "skip"):
-            raise CorpusError(f"data.on_bad_line must be 'stop' or 'skip', got {policy!r}")
         self.policy, self.skipped = policy, 0
 
     def __call__(self, path: pathlib.Path, line: int, problem: str) -> None:
@@ -101,8 +104,6 @@ def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, st
 
 
 def _txt_documents(path: pathlib.Path, per: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
-    if per not in ("line", "blank_line"):
-        raise CorpusError(f"data.txt_documents must be 'line' or 'blank_line', got {per!r}")
     block: list[str] = []
     start = 0
     for number, line in _decoded_lines(path, bad):
@@ -155,7 +156,7 @@ def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterat
             yield number, text
 
 
-def _file_documents(path: pathlib.Path, data_config, bad: _BadLines) -> Iterator[tuple[int, str]]:
+def _file_documents(path: pathlib.Path, data_config: DataConfig, bad: _BadLines) -> Iterator[tuple[int, str]]:
     suffix = _suffix(path)
     if suffix == ".txt":
         return _txt_documents(path, data_config.txt_documents, bad)
@@ -164,14 +165,13 @@ def _file_documents(path: pathlib.Path, data_config, bad: _BadLines) -> Iterator
     return _jsonl_documents(path, data_config.text_field, bad)
 
 
-def iter_raw_documents(sources: list[Source], data_config) -> Iterator[tuple[int, str]]:
+def iter_raw_documents(sources: list[Source], data_config: DataConfig) -> Iterator[tuple[int, str]]:
     """(source index, raw text) for every document, in the fixed source/file/line order.
 
     Stops after `data.max_documents` documents when it is positive.
     """
     bad = _BadLines(data_config.on_bad_line)
-    limit = int(data_config.max_documents)
-    max_chars = int(data_config.max_document_chars)
+    limit, max_chars = data_config.max_documents, data_config.max_document_chars
     emitted = 0
     for index, source in enumerate(sources):
         for path in source.files:
@@ -193,22 +193,14 @@ def iter_raw_documents(sources: list[Source], data_config) -> Iterator[tuple[int
                 bad(path, 0, "empty file (no documents)")
 
 
-def make_normalizer(normalize_config):
-    """A picklable callable text -> normalised text (see `normalize_document`)."""
-    return Normalizer(
-        nfkc=bool(normalize_config.nfkc),
-        to_simplified=bool(normalize_config.to_simplified),
-        clean_whitespace=bool(normalize_config.clean_whitespace),
-        drop_empty_lines=bool(normalize_config.drop_empty_lines),
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class Normalizer:
-    nfkc: bool = False
-    to_simplified: bool = False
-    clean_whitespace: bool = True
-    drop_empty_lines: bool = True
+    """`data.normalize.*`, and a picklable callable text -> normalised text (see `normalize_document`)."""
+
+    nfkc: bool
+    to_simplified: bool
+    clean_whitespace: bool
+    drop_empty_lines: bool
 
     def __call__(self, text: str) -> str:
         return normalize_document(text, self)

@@ -22,6 +22,7 @@ import numpy as np
 from babylm_jax.atomic import atomic_dir, atomic_write_json
 from babylm_jax.data import corpus, words
 from babylm_jax.data.cache_keys import corpus_key
+from babylm_jax.data.config import DataConfig
 from babylm_jax.data.workers import num_workers, run_tasks
 
 
@@ -89,10 +90,10 @@ class CorpusCache:
             yield from json.loads((d / "texts.json").read_text())
 
 
-def _raw_shards(sources, data_config) -> Iterator[list[tuple[int, str]]]:
+def _raw_shards(sources: list[corpus.Source], data_config: DataConfig) -> Iterator[list[tuple[int, str]]]:
     """Raw documents grouped into shards of about `data.shard_chars` characters (deterministic)."""
     shard, chars = [], 0
-    limit = int(data_config.shard_chars)
+    limit = data_config.shard_chars
     for source, text in corpus.iter_raw_documents(sources, data_config):
         shard.append((source, text))
         chars += len(text)
@@ -103,7 +104,7 @@ def _raw_shards(sources, data_config) -> Iterator[list[tuple[int, str]]]:
         yield shard
 
 
-def count_corpus(data_config, root: pathlib.Path, line_filter=None) -> CorpusCache:
+def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) -> CorpusCache:
     """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards."""
     sources = corpus.list_sources(data_config)
     directory = root / f"corpus-{corpus_key(data_config, sources, line_filter)}"
@@ -111,7 +112,7 @@ def count_corpus(data_config, root: pathlib.Path, line_filter=None) -> CorpusCac
     if index_path.exists():
         n = json.loads(index_path.read_text())["shards"]
         return CorpusCache(directory, sources, [directory / "shards" / f"{i:05d}" for i in range(n)])
-    normalize = corpus.make_normalizer(data_config.normalize)
+    normalize = data_config.normalize
     shard_dirs: list[pathlib.Path] = []
 
     def tasks():
@@ -121,7 +122,7 @@ def count_corpus(data_config, root: pathlib.Path, line_filter=None) -> CorpusCac
             if not out.exists():
                 yield (str(out), raw, normalize, line_filter)
 
-    run_tasks(count_shard, tasks(), num_workers(data_config), None, "count words", initializer=_init_worker)
+    run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), None, "count words", initializer=_init_worker)
     cache = CorpusCache(directory, sources, shard_dirs)
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)

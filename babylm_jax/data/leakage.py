@@ -131,9 +131,9 @@ def _joined_hashes(texts: list[str], ngram: int):
 class LeakDetector:
     """Hash sets of the evaluation items; also the line filter used to drop leaked lines."""
 
-    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize_config):
+    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize: corpus.Normalizer):
         self.ngram = ngram
-        self.normalize = corpus.make_normalizer(normalize_config)
+        self.normalize = normalize
         self.tasks = sorted({task for task, _ in items})
         self.item_task = np.asarray([self.tasks.index(task) for task, _ in items], dtype=np.int64)
         texts = [self.normalize(text) for _, text in items]
@@ -143,8 +143,8 @@ class LeakDetector:
         self.fingerprint = {"ngram": ngram, "items": len(items), "sentences": _digest(self.sentence_set), "grams": _digest(self.gram_set)}
 
     @classmethod
-    def from_data_dir(cls, data_dir, ngram: int, normalize_config) -> "LeakDetector":
-        return cls(list(iter_eval_items(data_dir)), ngram, normalize_config)
+    def from_data_dir(cls, data_dir, ngram: int, normalize: corpus.Normalizer) -> "LeakDetector":
+        return cls(list(iter_eval_items(data_dir)), ngram, normalize)
 
     def keep_lines(self, lines: list[str]) -> np.ndarray:
         """[lines] bool: True for (normalised) lines that share nothing with the evaluation items."""

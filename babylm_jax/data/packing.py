@@ -13,10 +13,12 @@ Within a row, pieces get segment ids 1, 2, 3, ... and positions 0..len-1.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from babylm_jax.data.token_cache import TokenCache
+if TYPE_CHECKING:
+    from babylm_jax.data.token_cache import TokenCache
 
 PACKINGS = ("concat", "first_fit")
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import packing
+from babylm_jax.data.config import DataConfig
 from babylm_jax.data.counting import CorpusCache
 from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.data.token_cache import TokenCache
@@ -38,8 +39,6 @@ class TrainData:
 
 def split_documents(num_documents: int, eval_share: float) -> tuple[np.ndarray, np.ndarray]:
     """(train ids in corpus order, eval ids in corpus order); the eval draw uses a fixed seed."""
-    if not 0.0 <= eval_share < 1.0:
-        raise ValueError(f"data.eval_share must be in [0, 1), got {eval_share}")
     num_eval = int(round(eval_share * num_documents))
     if eval_share > 0 and num_documents > 1:
         num_eval = max(num_eval, 1)
@@ -78,11 +77,11 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         raise ValueError(f"train.batch_size={batch_size} is not divisible by the {process_count} processes")
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index={process_index} not in [0, {process_count})")
+    data_config = DataConfig.from_config(config.data)
     prepared = prepare_corpus(config, workdir)
     tokens = prepared.tokens
-    train_ids, eval_ids = split_documents(tokens.num_documents, float(config.data.eval_share))
-    packing_kind = config.data.get("packing", "concat")
-    whole_word = bool(config.data.get("whole_word_masking", False))
+    train_ids, eval_ids = split_documents(tokens.num_documents, data_config.eval_share)
+    packing_kind, whole_word = data_config.packing, data_config.whole_word_masking
     rows_per_process = batch_size // process_count
 
     train_layout = packing.make_layout(tokens, train_ids, seq_len, packing_kind, keep_partial=False)
@@ -96,7 +95,7 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         .batch(batch_size)
         .map(_ProcessRows(builder, process_index, rows_per_process))
     )
-    train_iterator = iter(dataset.to_iter_dataset(grain.ReadOptions(num_threads=int(config.data.get("reader_threads", 2)), prefetch_buffer_size=8)))
+    train_iterator = iter(dataset.to_iter_dataset(grain.ReadOptions(num_threads=data_config.reader_threads, prefetch_buffer_size=8)))
 
     eval_batches = []
     if len(eval_ids):

@@ -2,6 +2,9 @@
 
     prepared = prepare_corpus(config, workdir)   # counts, trains/loads the tokenizer, tokenises
 
+`config` is the run's config: `data.*` (checked first, as a DataConfig), `model.vocab_size`
+and `model.family` (the documents' framing).
+
 Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with)
 and the caches under `<workdir>/data/` (counting.py, token_cache.py).
 """
@@ -15,6 +18,7 @@ import shutil
 from babylm_jax.atomic import atomic_dir
 from babylm_jax.data import budget
 from babylm_jax.data.cache_keys import token_cache_key, tokenizer_key
+from babylm_jax.data.config import DataConfig, TokenizerConfig
 from babylm_jax.data.counting import CorpusCache, count_corpus
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.token_cache import TokenCache, tokenize_corpus
@@ -33,15 +37,13 @@ class PreparedCorpus:
     tokens: TokenCache
 
 
-def line_filter_from_config(data_config):
+def line_filter_from_config(data_config: DataConfig):
     """The leakage line filter when `data.leakage.drop` is on, else None."""
     if not data_config.leakage.drop:
         return None
     from babylm_jax.data import leakage
 
-    if not data_config.leakage.data_dir:
-        raise ValueError("data.leakage.drop=True needs data.leakage.data_dir (the evaluation data directory)")
-    return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, int(data_config.leakage.ngram), data_config.normalize)
+    return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, data_config.leakage.ngram, data_config.normalize)
 
 
 def tokenizer_training_texts(corpus: CorpusCache, limit: int):
@@ -56,18 +58,17 @@ def tokenizer_training_texts(corpus: CorpusCache, limit: int):
             index += 1
 
 
-def _train_or_load_tokenizer(corpus: CorpusCache, key: str, config) -> pathlib.Path:
+def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: TokenizerConfig, vocab_size: int) -> pathlib.Path:
     directory = corpus.root / f"tokenizer-{key}"
     if (directory / "tokenizer.json").exists():
         return directory
-    tok_config, vocab_size = config.data.tokenizer, int(config.model.vocab_size)
     counts = corpus.char_counts()
-    required = required_characters(tok_config.get("required_characters", ""), counts)
+    required = required_characters(tok_config.required_characters, counts)
     if tok_config.kind == "char":
-        tokenizer = char_tokenizer_from_counts(counts, vocab_size, int(tok_config.min_char_count),
-                                               bool(tok_config.byte_fallback), required)
+        tokenizer = char_tokenizer_from_counts(counts, vocab_size, tok_config.min_char_count,
+                                               tok_config.byte_fallback, required)
     else:
-        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, int(tok_config.training_sentences)), tok_config,
+        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, tok_config.training_sentences), tok_config,
                                     vocab_size, required)
     with atomic_dir(directory) as tmp:
         tokenizer.save(tmp)
@@ -88,18 +89,18 @@ def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) ->
 def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     """Budget check, tokenizer training and tokenisation; each step skipped when cached."""
     workdir = pathlib.Path(workdir)
-    data_config = config.data
+    data_config = DataConfig.from_config(config.data)  # every data key checked before any file is read
+    vocab_size, framing = int(config.model.vocab_size), framing_for(config.model.family)
     line_filter = line_filter_from_config(data_config)
     corpus = count_corpus(data_config, workdir / "data", line_filter)
-    report = budget.budget_report(corpus, int(data_config.word_budget), bool(data_config.allow_over_budget))
+    report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)
     budget_path = workdir / "budget.json"
     budget.enforce_budget(report, budget_path)
-    key = tokenizer_key(corpus.root.name, config)
-    tokenizer_dir = _train_or_load_tokenizer(corpus, key, config)
+    key = tokenizer_key(corpus.root.name, data_config.tokenizer, vocab_size)
+    tokenizer_dir = _train_or_load_tokenizer(corpus, key, data_config.tokenizer, vocab_size)
     tokenizer = load_tokenizer(tokenizer_dir)
-    if tokenizer.vocab_size > int(config.model.vocab_size):
-        raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={config.model.vocab_size}")
-    framing = framing_for(config.model.family)
-    tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config)
+    if tokenizer.vocab_size > vocab_size:
+        raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={vocab_size}")
+    tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key)
     return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)

@@ -82,9 +82,12 @@ class TokenCache:
 
 
 def tokenize_corpus(
-    cache: CorpusCache, tokenizer_dir: pathlib.Path, key: str, framing: Framing, data_config
+    cache: CorpusCache, tokenizer_dir: pathlib.Path, key: str, framing: Framing, workers: int
 ) -> TokenCache:
-    """Tokenises every counted shard into `cache.root/tokens-<key>` and merges the shards."""
+    """Tokenises every counted shard into `cache.root/tokens-<key>` and merges the shards.
+
+    `workers` is `data.num_workers` (0: every core).
+    """
     directory = cache.root / f"tokens-{key}"
     if (directory / "index.json").exists():
         return TokenCache.load(directory)
@@ -94,7 +97,7 @@ def tokenize_corpus(
         for d in cache.shard_dirs
         if not (shard_root / d.name).exists()
     ]
-    run_tasks(tokenize_shard, tasks, min(num_workers(data_config), max(len(tasks), 1)), len(tasks), "tokenise")
+    run_tasks(tokenize_shard, tasks, min(num_workers(workers), max(len(tasks), 1)), len(tasks), "tokenise")
     shards = [shard_root / d.name for d in cache.shard_dirs]
     with atomic_dir(directory) as tmp:
         tokens = np.concatenate([np.load(s / "tokens.npy") for s in shards])

@@ -12,13 +12,16 @@ import io
 import json
 import os
 import pathlib
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
 
 from babylm_jax.atomic import atomic_write_bytes
 from babylm_jax.data.jsonl import read_json
+
+if TYPE_CHECKING:
+    from babylm_jax.data.config import TokenizerConfig
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
@@ -272,7 +275,7 @@ def _check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None
             f"more than model.vocab_size={vocab_size:,}; raise model.vocab_size or choose a smaller set")
 
 
-def train_tokenizer(texts: Iterable[str], config, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
+def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
     """Trains `config.kind` ("unigram", "bpe", "char") on `texts`; every `required` character gets its own id."""
     kind = config.kind
     if kind not in KINDS:
@@ -306,7 +309,7 @@ def char_tokenizer_from_counts(
     return CharTokenizer(kept[: vocab_size - reserved], byte_fallback)
 
 
-def _train_sentencepiece(texts: Iterable[str], config, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
+def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
     _check_room(required, vocab_size, len(SPECIAL_PIECES) + (NUM_BYTES if config.byte_fallback else 0))
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())

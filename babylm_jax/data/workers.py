@@ -9,9 +9,9 @@ from typing import Callable, Iterable
 import tqdm
 
 
-def num_workers(data_config) -> int:
-    n = int(data_config.get("num_workers", 0))
-    return n if n > 0 else (os.cpu_count() or 1)
+def num_workers(configured: int) -> int:
+    """`data.num_workers`, where 0 means every core."""
+    return configured if configured > 0 else (os.cpu_count() or 1)
 
 
 def run_tasks(

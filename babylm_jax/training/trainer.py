@@ -20,6 +20,7 @@ import optax
 from jax.experimental import multihost_utils
 from tqdm import tqdm
 
+from babylm_jax.data.config import DataConfig
 from babylm_jax.data.pipeline import build_train_data
 from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.model import objectives
@@ -72,7 +73,7 @@ def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objective
         mask_id=tokenizer.mask_id,
         vocab_size=tokenizer.vocab_size,
         special_ids=tuple(tokenizer.special_ids),
-        whole_word=bool(config.data.get("whole_word_masking", False)),
+        whole_word=bool(config.data.whole_word_masking),
     )
 
 
@@ -192,6 +193,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
             f"{jax.process_count()} processes x train.grad_accum_steps={config.train.grad_accum_steps}"
         )
     optimizer = optim.make_optimizer(config.train)  # validates the train keys before any data work
+    DataConfig.from_config(config.data)  # and the data keys
     if is_main:
         check_or_write_config(workdir, config)
 

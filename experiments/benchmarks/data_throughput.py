@@ -23,6 +23,7 @@ from flax.linen import meta
 
 from babylm_jax.config_files import load_config_file
 from babylm_jax.data import cache_keys, counting, pipeline, prepare, token_cache, workers
+from babylm_jax.data.config import DataConfig
 from babylm_jax.data.framing import framing_for
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer
@@ -70,19 +71,20 @@ def main() -> None:
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="data_throughput_"))
 
     start = time.perf_counter()
-    corpus = counting.count_corpus(config.data, workdir / "data")
+    data_config = DataConfig.from_config(config.data)
+    corpus = counting.count_corpus(data_config, workdir / "data")
     count_s = time.perf_counter() - start
     words = int(corpus.doc_array("doc_words").sum())
-    print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({workers.num_workers(config.data)} workers)")
+    print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({workers.num_workers(data_config.num_workers)} workers)")
 
     prepared = prepare.prepare_corpus(config, workdir)  # trains the tokenizer, then tokenises
     for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
         shutil.rmtree(finished)
-    key = cache_keys.tokenizer_key(corpus.root.name, config)
+    key = cache_keys.tokenizer_key(corpus.root.name, data_config.tokenizer, config.model.vocab_size)
     start = time.perf_counter()
     framing = framing_for(config.model.family)
     tokens = token_cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", cache_keys.token_cache_key(key, framing),
-                                         framing, config.data)
+                                         framing, data_config.num_workers)
     tok_s = time.perf_counter() - start
     print(f"tokenisation: {len(tokens.tokens):,} tokens in {tok_s:.1f} s = {len(tokens.tokens) / tok_s:,.0f} tokens/s")
     del prepared

@@ -1,0 +1,130 @@
+"""The `data.*` settings, typed and checked before any file is read.
+
+    data = DataConfig.from_config(config.data)   # names any unknown, missing or bad key
+
+configs/base.py holds every key and its default; this module holds their types and the rules
+on their values. A new key: add it to base.py and a field here (nested settings are frozen
+dataclasses of their own), and its rule to `validate`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from babylm_jax.data.corpus import ON_BAD_LINE, TXT_DOCUMENTS, Normalizer
+from babylm_jax.data.packing import PACKINGS
+from babylm_jax.data.tokenizer import KINDS, REQUIRED_CHARACTERS
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerConfig:
+    """`data.tokenizer.*`: what tokenizer prepare trains (see tokenizer.py)."""
+
+    kind: str
+    byte_fallback: bool
+    character_coverage: float
+    min_char_count: int
+    required_characters: str
+    training_sentences: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LeakageConfig:
+    """`data.leakage.*`: the overlap check against the evaluation items (see leakage.py)."""
+
+    data_dir: str
+    drop: bool
+    ngram: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """`data.*`: the corpus, how it is read, counted, tokenised and batched."""
+
+    corpus: str
+    paths: tuple[str, ...]
+    text_field: str
+    txt_documents: str
+    max_documents: int
+    eval_share: float
+    word_budget: int
+    allow_over_budget: bool
+    tokenizer: TokenizerConfig
+    packing: str
+    whole_word_masking: bool
+    normalize: Normalizer
+    on_bad_line: str
+    max_document_chars: int
+    num_workers: int
+    shard_chars: int
+    reader_threads: int
+    leakage: LeakageConfig
+
+    @classmethod
+    def from_config(cls, data_config: Any) -> "DataConfig":
+        """Builds the data config from `config.data`, naming any unknown, missing or invalid key."""
+        config = _build(cls, data_config, "data.")
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        _one_of("data.tokenizer.kind", self.tokenizer.kind, KINDS)
+        _one_of("data.tokenizer.required_characters", self.tokenizer.required_characters, REQUIRED_CHARACTERS)
+        _one_of("data.txt_documents", self.txt_documents, TXT_DOCUMENTS)
+        _one_of("data.on_bad_line", self.on_bad_line, ON_BAD_LINE)
+        _one_of("data.packing", self.packing, PACKINGS)
+        if not 0.0 <= self.eval_share < 1.0:
+            raise ValueError(f"config key data.eval_share: {self.eval_share} is not in [0, 1)")
+        if not 0.0 < self.tokenizer.character_coverage <= 1.0:
+            raise ValueError(f"config key data.tokenizer.character_coverage: {self.tokenizer.character_coverage} "
+                             "is not in (0, 1]")
+        for key, value, least in (
+            ("word_budget", self.word_budget, 1), ("max_documents", self.max_documents, 0),
+            ("max_document_chars", self.max_document_chars, 0), ("num_workers", self.num_workers, 0),
+            ("shard_chars", self.shard_chars, 1), ("reader_threads", self.reader_threads, 0),
+            ("tokenizer.min_char_count", self.tokenizer.min_char_count, 1),
+            ("tokenizer.training_sentences", self.tokenizer.training_sentences, 1),
+            ("leakage.ngram", self.leakage.ngram, 1),
+        ):
+            if value < least:
+                raise ValueError(f"config key data.{key}: {value} is below {least}")
+        if self.leakage.drop and not self.leakage.data_dir:
+            raise ValueError("config key data.leakage.drop=True needs data.leakage.data_dir (the evaluation data directory)")
+
+
+def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"config key {key}: {value!r} is not one of {allowed}")
+
+
+def _build(cls: type, values: Any, prefix: str) -> Any:
+    """`cls(**values)` with each value checked against its field's type; keys named `prefix` + name."""
+    if isinstance(values, cls):
+        return values
+    if not hasattr(values, "items"):
+        raise ValueError(f"config key {prefix[:-1]}: expected a group of settings, got {values!r}")
+    types = typing.get_type_hints(cls)
+    given = dict(values.items())
+    unknown, missing = sorted(set(given) - set(types)), sorted(set(types) - set(given))
+    if unknown:
+        raise ValueError(f"unknown config key(s) {', '.join(prefix + k for k in unknown)}; known: {sorted(types)}")
+    if missing:
+        raise ValueError(f"missing config key(s) {', '.join(prefix + k for k in missing)} (configs/base.py has them all)")
+    return cls(**{name: _typed(tp, given[name], prefix + name) for name, tp in types.items()})
+
+
+def _typed(tp: Any, value: Any, key: str) -> Any:
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key + ".")
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is str and isinstance(value, str):
+        return value
+    if tp == tuple[str, ...] and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"config key {key}: {value!r} is not of type {getattr(tp, '__name__', tp)}")
