@@ -16,28 +16,15 @@ from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data import corpus
+from babylm_jax.data.jsonl import read_jsonl
+from babylm_jax.data.task_formats import text_fields
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)
 _BASE_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
 _SEPARATORS = np.array([ord(c) for c in "\n。！？!?；;…"], dtype=np.uint64)
 _WHITESPACE = re.compile(r"[^\S\n]+")
-
-# task folder -> fields holding evaluation text (line-JSON files)
-TASK_FIELDS = {
-    "zhoblimp": ("sentence_good", "sentence_bad"),
-    "hanzi_structure": ("sentence_good", "sentence_bad"),
-    "hanzi_pinyin": ("sentence_good", "sentence_bad"),
-    "xcomps_zh": ("acceptable_sent", "unacceptable_sent"),
-    "afqmc": ("sentence1", "sentence2"),
-    "ocnli": ("sentence1", "sentence2"),
-    "diagnostic_nli": ("sentence1", "sentence2"),
-    "tnews": ("sentence",),
-    "cluewsc2020": ("text",),
-}
-
 
 def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
     return sorted(
@@ -49,9 +36,9 @@ def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
 def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     """(task, text) for every evaluation text found under `data_dir`.
 
-    Reads zhoblimp/, hanzi_*/ (sentence_good/sentence_bad), xcomps_zh/ (acceptable_sent/
-    unacceptable_sent), the CLUE folders (sentence1/sentence2/sentence/text) and c3/
-    (whole-file JSON lists of [context lines, questions, id]). Folders named *excluded* are skipped.
+    Reads the text fields (task_formats.text_fields) of the minimal-pair folders (zhoblimp/,
+    xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
+    of [paragraphs, questions, id]). Folders named *excluded* are skipped.
     """
     data_dir = pathlib.Path(data_dir)
     if not data_dir.is_dir():
@@ -65,8 +52,8 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
                     for line in entry[0]:
                         yield task, line
             continue
-        fields = TASK_FIELDS.get(task) or (TASK_FIELDS["zhoblimp"] if task.startswith("hanzi_") else None)
-        if fields is None:
+        fields = text_fields(task)
+        if not fields:
             continue
         for path in _task_files(folder):
             for _, row in read_jsonl(path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pathlib
 
 from babylm_jax.data.jsonl import read_jsonl
+from babylm_jax.data.task_formats import pair_fields, pair_format_of_folder
 from babylm_jax.data.tokenizer import Tokenizer
 
 
@@ -22,10 +23,11 @@ def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
         items = unk_items = 0
         for path in sorted(folder.rglob("*.jsonl")):
             for number, row in read_jsonl(path):
-                if "sentence_good" not in row or "sentence_bad" not in row:
-                    raise ValueError(f"{path}:{number}: expected fields sentence_good and sentence_bad")
+                fields = pair_fields(pair_format_of_folder(folder.name), row)
+                if fields.good not in row or fields.bad not in row:
+                    raise ValueError(f"{path}:{number}: expected fields {fields.good} and {fields.bad}")
                 items += 1
                 if tokenizer.unk_id is not None:
-                    unk_items += any(tokenizer.unk_id in tokenizer.encode(row[k]) for k in ("sentence_good", "sentence_bad"))
+                    unk_items += any(tokenizer.unk_id in tokenizer.encode(row[k]) for k in (fields.good, fields.bad))
         report[folder.name] = {"items": items, "unk_items": unk_items, "unk_share": unk_items / max(items, 1)}
     return report

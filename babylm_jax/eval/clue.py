@@ -6,7 +6,8 @@ text segments of each input row. A classification example has one row and a labe
 index of the right option. `encode_split` turns them into token ids framed as the model
 family trains (`data.framing`), truncating over-long rows and counting them.
 
-Formats (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`:
+Files (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`; the field
+names live in data/task_formats.py:
 - afqmc: train.json / dev.json, `sentence1, sentence2, label ("0"/"1")`.
 - ocnli: train.json / dev.json, `sentence1, sentence2, label` (label "-" rows are dropped).
 - tnews: train.json / dev.json, `label (code 100..116), label_desc, sentence, keywords, id`.
@@ -27,6 +28,7 @@ import numpy as np
 
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
+from babylm_jax.data.task_formats import C3_QUESTION_FIELDS, FINETUNE_FORMATS, WSC_TARGET, RowFields
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
 
@@ -100,30 +102,31 @@ def _read_rows(path: pathlib.Path, make: Callable[[dict, str], Example | None]) 
     return examples, dropped
 
 
-def _pair_row(label_names: tuple[str, ...], drop_label: str | None = None) -> Callable[[dict, str], Example | None]:
+def _text_row(fields: RowFields, label_names: tuple[str, ...],
+              drop_label: str | None = None) -> Callable[[dict, str], Example | None]:
+    """Reads a row of text segments `fields.texts` (one input row) and its label; `drop_label` rows are skipped."""
     def make(row: dict, where: str) -> Example | None:
-        label = _field(row, "label", where)
+        label = _field(row, fields.label, where)
         if drop_label is not None and label == drop_label:
             return None
-        texts = (str(_field(row, "sentence1", where)), str(_field(row, "sentence2", where)))
-        return Example((texts,), _label_id(label, label_names, where), str(row.get("phenomenon", "")))
+        texts = tuple(str(_field(row, key, where)) for key in fields.texts)
+        group = str(row.get(fields.group, "")) if fields.group else ""
+        return Example((texts,), _label_id(label, label_names, where), group)
 
     return make
 
 
-def _tnews_row(row: dict, where: str) -> Example:
-    return Example(((str(_field(row, "sentence", where)),),), _label_id(_field(row, "label", where), TNEWS_LABELS, where))
-
-
 def _wsc_row(row: dict, where: str) -> Example:
-    target = _field(row, "target", where)
+    target_key, span1_key, span2_key = WSC_TARGET
+    fields = FINETUNE_FORMATS["cluewsc2020"]
+    target = _field(row, target_key, where)
     if not isinstance(target, dict):
-        raise ValueError(f"{where}: field 'target' must be an object")
+        raise ValueError(f"{where}: field {target_key!r} must be an object")
     question = WSC_QUESTION.format(
-        span2=_field(target, "span2_text", where + " target"), span1=_field(target, "span1_text", where + " target")
+        span2=_field(target, span2_key, f"{where} {target_key}"), span1=_field(target, span1_key, f"{where} {target_key}")
     )
-    texts = (question, str(_field(row, "text", where)))
-    return Example((texts,), _label_id(_field(row, "label", where), WSC_LABELS, where))
+    texts = (question, *(str(_field(row, key, where)) for key in fields.texts))
+    return Example((texts,), _label_id(_field(row, fields.label, where), WSC_LABELS, where))
 
 
 def read_c3_file(path: pathlib.Path) -> list[Example]:
@@ -146,13 +149,14 @@ def read_c3_file(path: pathlib.Path) -> list[Example]:
         passage = "\n".join(str(p) for p in document[0])
         for q_index, question in enumerate(document[1]):
             q_where = f"{where} question {q_index}"
-            options = [str(o) for o in _field(question, "choice", q_where)]
-            answer = str(_field(question, "answer", q_where))
+            question_key, choice_key, answer_key = C3_QUESTION_FIELDS
+            options = [str(o) for o in _field(question, choice_key, q_where)]
+            answer = str(_field(question, answer_key, q_where))
             if len(options) < 2:
                 raise ValueError(f"{q_where}: needs at least 2 choices, got {options}")
             if answer not in options:
                 raise ValueError(f"{q_where}: answer {answer!r} is not among its choices {options}")
-            text_q = str(_field(question, "question", q_where))
+            text_q = str(_field(question, question_key, q_where))
             rows = tuple((passage, text_q, option) for option in options)
             examples.append(Example(rows, options.index(answer)))
     return examples
@@ -191,9 +195,9 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     task_dir = data_dir / name
     if name in ("afqmc", "ocnli", "tnews", "cluewsc2020"):
         label_names, make = {
-            "afqmc": (AFQMC_LABELS, _pair_row(AFQMC_LABELS)),
-            "ocnli": (NLI_LABELS, _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL)),
-            "tnews": (TNEWS_LABELS, _tnews_row),
+            "afqmc": (AFQMC_LABELS, _text_row(FINETUNE_FORMATS["afqmc"], AFQMC_LABELS)),
+            "ocnli": (NLI_LABELS, _text_row(FINETUNE_FORMATS["ocnli"], NLI_LABELS, OCNLI_DROPPED_LABEL)),
+            "tnews": (TNEWS_LABELS, _text_row(FINETUNE_FORMATS["tnews"], TNEWS_LABELS)),
             "cluewsc2020": (WSC_LABELS, _wsc_row),
         }[name]
         train, train_dropped = _read_rows(task_dir / "train.json", make)
@@ -203,10 +207,11 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     if name == "c3":
         return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train"), _read_c3(task_dir, "dev"), {})
     if name == "diagnostic_nli":
-        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json", _pair_row(NLI_LABELS, OCNLI_DROPPED_LABEL))
+        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json",
+                                          _text_row(FINETUNE_FORMATS["ocnli"], NLI_LABELS, OCNLI_DROPPED_LABEL))
         dev: list[Example] = []
         for path in _diagnostic_files(task_dir):
-            dev += _read_rows(path, _pair_row(NLI_LABELS))[0]
+            dev += _read_rows(path, _text_row(FINETUNE_FORMATS["diagnostic_nli"], NLI_LABELS))[0]
         return ClueTask(name, "classification", NLI_LABELS, train, dev, {"train": train_dropped, "dev": 0})
     raise ValueError(f"unknown fine-tuning task {name!r}; known: {list(TASK_NAMES)}")
 

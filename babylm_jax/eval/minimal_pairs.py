@@ -15,20 +15,9 @@ import numpy as np
 
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
+from babylm_jax.data.task_formats import PAIR_FORMATS, pair_fields
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
-
-# format -> (good field, bad field, UID field or None, phenomenon field or None)
-FORMATS: dict[str, tuple[str, str, str | None, str | None]] = {
-    "zhoblimp": ("sentence_good", "sentence_bad", "UID", "phenomenon"),
-    "xcomps": ("acceptable_sent", "unacceptable_sent", None, None),
-    "hanzi_structure": ("sentence_good", "sentence_bad", "task", "meta_structure"),
-    "hanzi_pinyin": ("sentence_good", "sentence_bad", "condition", None),
-}
-_XCOMPS_UID_FIELDS = ("UID", "uid")
-# After the official preparation every zero-shot file holds UID/phenomenon; hanzi rows of that shape read so too.
-_PREPARED_FIELDS = ("UID", "phenomenon")
-
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
@@ -39,35 +28,31 @@ class Pair:
 
 
 def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | None = None) -> list[Pair]:
-    """Pairs from JSONL `files` in order (the first `limit` when given).
+    """Pairs from JSONL `files` in order (the first `limit` when given); fields as data/task_formats.py says.
 
     Blank lines are skipped; a line that is not a JSON object or lacks a field raises
     ValueError naming the file and line. xcomps files without a UID field are one UID each
     (the file stem). Hanzi files may hold either the hub fields (task/meta_structure, condition)
     or the prepared ones (UID, phenomenon), row by row.
     """
-    if format_name not in FORMATS:
-        raise ValueError(f"unknown minimal-pair format {format_name!r}; known: {sorted(FORMATS)}")
-    good_key, bad_key, uid_key, phenomenon_key = FORMATS[format_name]
+    if format_name not in PAIR_FORMATS:
+        raise ValueError(f"unknown minimal-pair format {format_name!r}; known: {sorted(PAIR_FORMATS)}")
     pairs: list[Pair] = []
     for path in files:
         for line_number, row in read_jsonl(path):
             if limit is not None and len(pairs) >= limit:
                 return pairs
             where = f"{path}:{line_number}"
-            key = uid_key or next((k for k in _XCOMPS_UID_FIELDS if k in row), None)
-            row_phenomenon_key = phenomenon_key
-            if format_name.startswith("hanzi") and _PREPARED_FIELDS[0] in row:
-                key, row_phenomenon_key = _PREPARED_FIELDS
-            for needed in (good_key, bad_key, key, row_phenomenon_key):
+            fields = pair_fields(format_name, row)
+            for needed in (fields.good, fields.bad, fields.uid, fields.phenomenon):
                 if needed is not None and needed not in row:
                     raise ValueError(f"{where}: missing field {needed!r}")
-            for needed in (good_key, bad_key):
+            for needed in (fields.good, fields.bad):
                 if not isinstance(row[needed], str):
                     raise ValueError(f"{where}: field {needed!r} must be a string")
-            uid = str(row[key]) if key else path.stem
-            phenomenon = str(row[row_phenomenon_key]) if row_phenomenon_key else uid
-            pairs.append(Pair(row[good_key], row[bad_key], uid, phenomenon))
+            uid = str(row[fields.uid]) if fields.uid else path.stem
+            phenomenon = str(row[fields.phenomenon]) if fields.phenomenon else uid
+            pairs.append(Pair(row[fields.good], row[fields.bad], uid, phenomenon))
     return pairs
 
 

@@ -1,0 +1,82 @@
+"""The field names of each evaluation task's files: one home for every reader.
+
+Read by the minimal-pair scorer (eval/minimal_pairs.py), the fine-tuning readers
+(eval/clue.py), the leakage check (data/leakage.py) and the UNK audit (data/unk_audit.py).
+Files are one JSON object a line, except c3 (one JSON list a file).
+
+Minimal pairs: a good and a bad sentence, the UID that accuracy is macro-averaged over and
+the phenomenon it is reported under. The hanzi files come in two shapes: from the hub
+(task / meta_structure, condition) and after the official preparation (UID, phenomenon, as
+every prepared zero-shot file); `pair_fields` reads each row in its own shape.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class PairFields:
+    """The fields of a minimal-pair row."""
+
+    good: str
+    bad: str
+    uid: str | None  # None: the file stem is the UID
+    phenomenon: str | None  # None: the UID is the phenomenon
+
+
+PAIR_FORMATS: dict[str, PairFields] = {
+    "zhoblimp": PairFields("sentence_good", "sentence_bad", "UID", "phenomenon"),
+    "xcomps": PairFields("acceptable_sent", "unacceptable_sent", None, None),
+    "hanzi_structure": PairFields("sentence_good", "sentence_bad", "task", "meta_structure"),
+    "hanzi_pinyin": PairFields("sentence_good", "sentence_bad", "condition", None),
+}
+PREPARED_PAIRS = PairFields("sentence_good", "sentence_bad", "UID", "phenomenon")  # after the official preparation
+XCOMPS_UID_FIELDS = ("UID", "uid")  # xcomps rows may name their UID; files without one are one UID each
+PAIR_FOLDERS = {"zhoblimp": "zhoblimp", "xcomps_zh": "xcomps"}  # task folder -> format; hanzi_* folders: below
+
+
+def pair_format_of_folder(folder: str) -> str | None:
+    """The minimal-pair format of the files in task folder `folder` (hidden twins included), else None."""
+    if folder.startswith("hanzi_"):
+        return "hanzi_pinyin" if folder.startswith("hanzi_pinyin") else "hanzi_structure"
+    return PAIR_FOLDERS.get(folder)
+
+
+def pair_fields(format_name: str, row: Mapping) -> PairFields:
+    """The fields of one row of a `format_name` file (a key of PAIR_FORMATS): hanzi rows in the prepared shape read as such."""
+    fields = PAIR_FORMATS[format_name]
+    if format_name.startswith("hanzi") and PREPARED_PAIRS.uid in row:
+        return PREPARED_PAIRS
+    if fields.uid is None:
+        return dataclasses.replace(fields, uid=next((k for k in XCOMPS_UID_FIELDS if k in row), None))
+    return fields
+
+
+@dataclasses.dataclass(frozen=True)
+class RowFields:
+    """The fields of a fine-tuning row: its text segments in input order, its label and group."""
+
+    texts: tuple[str, ...]
+    label: str = "label"
+    group: str | None = None  # results are also reported per group
+
+
+FINETUNE_FORMATS: dict[str, RowFields] = {
+    "afqmc": RowFields(("sentence1", "sentence2")),
+    "ocnli": RowFields(("sentence1", "sentence2")),
+    "diagnostic_nli": RowFields(("sentence1", "sentence2"), group="phenomenon"),
+    "tnews": RowFields(("sentence",)),
+    "cluewsc2020": RowFields(("text",)),  # plus WSC_TARGET, asked about as a question
+}
+WSC_TARGET = ("target", "span1_text", "span2_text")  # cluewsc2020: the object and its two spans
+# c3: [[paragraph, ...], [{question, choice: [...], answer}, ...], id] per item of one JSON list
+C3_QUESTION_FIELDS = ("question", "choice", "answer")
+
+
+def text_fields(folder: str) -> tuple[str, ...]:
+    """The fields holding evaluation text in the line-JSON files of task folder `folder`; () when none."""
+    pair_format = pair_format_of_folder(folder)
+    if pair_format is not None:
+        return PAIR_FORMATS[pair_format].good, PAIR_FORMATS[pair_format].bad
+    return FINETUNE_FORMATS[folder].texts if folder in FINETUNE_FORMATS else ()

@@ -1,0 +1,49 @@
+"""One home for the field names of the task files: every reader and the task registry agree with it."""
+import json
+
+from babylm_jax.data import leakage, task_formats
+from babylm_jax.eval import clue, minimal_pairs
+from babylm_jax.eval.tasks import TASKS
+
+
+def test_hanzi_rows_read_in_either_shape(tmp_path):
+    hub = {"sentence_good": "好", "sentence_bad": "坏", "task": "t1", "meta_structure": "左右"}
+    prepared = {"sentence_good": "甲", "sentence_bad": "乙", "UID": "u1", "phenomenon": "p1"}
+    path = tmp_path / "hanzi.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in (hub, prepared)) + "\n", encoding="utf-8")
+    pairs = minimal_pairs.read_pairs([path], "hanzi_structure")
+    assert [(p.good, p.uid, p.phenomenon) for p in pairs] == [("好", "t1", "左右"), ("甲", "u1", "p1")]
+    assert task_formats.pair_fields("hanzi_pinyin", {"condition": "c"}).uid == "condition"
+
+
+def test_xcomps_uid_from_the_row_or_the_file():
+    assert task_formats.pair_fields("xcomps", {"uid": "x"}).uid == "uid"
+    assert task_formats.pair_fields("xcomps", {"UID": "x"}).uid == "UID"
+    assert task_formats.pair_fields("xcomps", {}).uid is None
+
+
+def test_registry_folders_match_the_formats():
+    zero_shot = [spec for spec in TASKS.values() if spec.track == "zero_shot"]
+    assert len(zero_shot) == 6
+    for spec in zero_shot:
+        assert task_formats.pair_format_of_folder(spec.name) == spec.settings["format"]
+    finetune = {spec.name for spec in TASKS.values() if spec.track == "finetune"}
+    assert finetune == set(task_formats.FINETUNE_FORMATS) | {"c3"} == set(clue.TASK_NAMES)
+
+
+def test_leakage_reads_every_text_field(tmp_path):
+    rows = {
+        "zhoblimp": {"sentence_good": "一", "sentence_bad": "二", "UID": "u", "phenomenon": "p"},
+        "xcomps_zh": {"acceptable_sent": "三", "unacceptable_sent": "四"},
+        "hanzi_pinyin_hidden": {"sentence_good": "五", "sentence_bad": "六", "condition": "c"},
+        "tnews": {"sentence": "七", "label": "100"},
+        "cluewsc2020": {"text": "八", "label": "true", "target": {}},
+        "unknown_task": {"text": "九"},
+    }
+    for folder, row in rows.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "dev.json").write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert set(leakage.iter_eval_items(tmp_path)) == {
+        ("zhoblimp", "一"), ("zhoblimp", "二"), ("xcomps_zh", "三"), ("xcomps_zh", "四"),
+        ("hanzi_pinyin_hidden", "五"), ("hanzi_pinyin_hidden", "六"), ("tnews", "七"), ("cluewsc2020", "八"),
+    }
