@@ -15,6 +15,7 @@ import sys
 from typing import Any, Sequence
 
 from babylm_jax import cli
+from babylm_jax.eval import layout
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import tasks as tasks_lib
 
@@ -22,7 +23,8 @@ from babylm_jax.eval import tasks as tasks_lib
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m babylm_jax.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", required=True, help="training run directory (checkpoints + tokenizer)")
-    parser.add_argument("--data_dir", required=True, help="directory with one folder per task")
+    parser.add_argument("--data_dir", required=True,
+                        help="one folder per task, or the official pipeline's evaluation_data/ as downloaded")
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated names: " + ", ".join(tasks_lib.TASKS))
     parser.add_argument("--output", default=None, help="results.json path (default <workdir>/eval/results.json)")
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
@@ -99,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
     workdir, data_dir = pathlib.Path(args.workdir), pathlib.Path(args.data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
+    print(f"[evaluate] data: {layout.describe(data_dir)}", flush=True)
     specs, skipped = tasks_lib.select_tasks(args.tasks, data_dir)
     for name, reason in skipped.items():
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
@@ -110,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
     loaded = load_for_eval(workdir, step=args.step, use_ema=use_ema)
     options = options_from_args(args)
     results = evaluate(loaded, data_dir, specs, options)
-    metadata = run_metadata(loaded, options, workdir=str(workdir), data_dir=str(data_dir))
+    metadata = run_metadata(loaded, options, workdir=str(workdir), data_dir=str(data_dir),
+                            data_layout=layout.detect(data_dir))
     output = pathlib.Path(args.output) if args.output else workdir / "eval" / "results.json"
     written = results_lib.write_results(output, results, metadata, skipped)
     print(results_lib.format_table(results))

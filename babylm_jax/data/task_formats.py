@@ -70,6 +70,13 @@ FINETUNE_FORMATS: dict[str, RowFields] = {
     "cluewsc2020": RowFields(("text",)),  # plus WSC_TARGET, asked about as a question
 }
 WSC_TARGET = ("target", "span1_text", "span2_text")  # cluewsc2020: the object and its two spans
+# After the official preparation (full_eval/clue/<task>.{train,valid}.jsonl): the same texts with
+# cluewsc2020's spans flattened to the top level, every label an integer id (ocnli -1 = unlabelled).
+PREPARED_FINETUNE_FORMATS: dict[str, RowFields] = {
+    name: FINETUNE_FORMATS[name] for name in ("afqmc", "ocnli", "tnews", "cluewsc2020")
+}
+PREPARED_WSC_SPANS = ("span1_text", "span2_text")
+PREPARED_UNLABELLED = -1
 # c3: [[paragraph, ...], [{question, choice: [...], answer}, ...], id] per item of one JSON list
 C3_QUESTION_FIELDS = ("question", "choice", "answer")
 

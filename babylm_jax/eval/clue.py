@@ -16,6 +16,13 @@ names live in data/task_formats.py:
   [{"question", "choice": [...], "answer"}, ...], id]`.
 - diagnostic_nli: the .json/.jsonl file(s) of the folder, `sentence1, sentence2, label,
   phenomenon`; trained on ocnli/train.json.
+
+In the official pipeline's layout (`eval.layout`), afqmc, ocnli, tnews and cluewsc2020 are
+read from `full_eval/clue/<task>.{train,valid}.jsonl` as its preparation writes them
+(`task_formats.PREPARED_FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
+already the integer id in the order below (ocnli 0 neutral, 1 entailment, 2 contradiction,
+-1 rows dropped; tnews codes mapped to 0..14; cluewsc2020 0 true, 1 false); diagnostic_nli
+then trains on `ocnli.train.jsonl`.
 """
 from __future__ import annotations
 
@@ -28,7 +35,9 @@ import numpy as np
 
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import C3_QUESTION_FIELDS, FINETUNE_FORMATS, WSC_TARGET, RowFields
+from babylm_jax.data.task_formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
+                                          PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
+from babylm_jax.eval import layout
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
 
@@ -116,6 +125,27 @@ def _text_row(fields: RowFields, label_names: tuple[str, ...],
     return make
 
 
+def _prepared_row(name: str, label_names: tuple[str, ...]) -> Callable[[dict, str], Example | None]:
+    """A row of the official preparation's `<task>.{train,valid}.jsonl`: flat fields, the label an integer id."""
+    fields = PREPARED_FINETUNE_FORMATS[name]
+
+    def make(row: dict, where: str) -> Example | None:
+        label = _field(row, fields.label, where)
+        if not isinstance(label, int) or isinstance(label, bool):
+            raise ValueError(f"{where}: label {label!r} must be an integer id (the official preparation's shape)")
+        if name == "ocnli" and label == PREPARED_UNLABELLED:
+            return None
+        if not 0 <= label < len(label_names):
+            raise ValueError(f"{where}: label {label} out of range 0..{len(label_names) - 1} for {name}")
+        texts = tuple(str(_field(row, key, where)) for key in fields.texts)
+        if name == "cluewsc2020":
+            span1, span2 = (_field(row, key, where) for key in PREPARED_WSC_SPANS)
+            texts = (WSC_QUESTION.format(span2=span2, span1=span1), *texts)
+        return Example((texts,), label)
+
+    return make
+
+
 def _wsc_row(row: dict, where: str) -> Example:
     target_key, span1_key, span2_key = WSC_TARGET
     fields = FINETUNE_FORMATS["cluewsc2020"]
@@ -186,29 +216,35 @@ def evenly_spaced(examples: list[Example], limit: int | None) -> list[Example]:
 
 
 def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = None) -> ClueTask:
-    """Reads task `name` from `<data_dir>/<name>/`; `limit` keeps N evenly spaced examples per split."""
+    """Reads task `name` under `data_dir` (either layout); `limit` keeps N evenly spaced examples per split."""
     task = _load_full_task(pathlib.Path(data_dir), name)
     return dataclasses.replace(task, train=evenly_spaced(task.train, limit), dev=evenly_spaced(task.dev, limit))
 
 
+_LABELS = {"afqmc": AFQMC_LABELS, "ocnli": NLI_LABELS, "tnews": TNEWS_LABELS, "cluewsc2020": WSC_LABELS}
+
+
+def _split_reader(data_dir: pathlib.Path, name: str, split: str) -> tuple[pathlib.Path, Callable[[dict, str], Example | None]]:
+    """The file of a CLUE task's split ("train"/"dev") and its row reader, in the layout found under `data_dir`."""
+    official = layout.official_clue_file(data_dir, name, split)
+    if official is not None:
+        return official, _prepared_row(name, _LABELS[name])
+    make = _wsc_row if name == "cluewsc2020" else _text_row(
+        FINETUNE_FORMATS[name], _LABELS[name], OCNLI_DROPPED_LABEL if name == "ocnli" else None)
+    return data_dir / name / f"{split}.json", make
+
+
 def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     task_dir = data_dir / name
-    if name in ("afqmc", "ocnli", "tnews", "cluewsc2020"):
-        label_names, make = {
-            "afqmc": (AFQMC_LABELS, _text_row(FINETUNE_FORMATS["afqmc"], AFQMC_LABELS)),
-            "ocnli": (NLI_LABELS, _text_row(FINETUNE_FORMATS["ocnli"], NLI_LABELS, OCNLI_DROPPED_LABEL)),
-            "tnews": (TNEWS_LABELS, _text_row(FINETUNE_FORMATS["tnews"], TNEWS_LABELS)),
-            "cluewsc2020": (WSC_LABELS, _wsc_row),
-        }[name]
-        train, train_dropped = _read_rows(task_dir / "train.json", make)
-        dev, dev_dropped = _read_rows(task_dir / "dev.json", make)
+    if name in _LABELS:
+        train, train_dropped = _read_rows(*_split_reader(data_dir, name, "train"))
+        dev, dev_dropped = _read_rows(*_split_reader(data_dir, name, "dev"))
         epochs = 30 if name == "cluewsc2020" else 10
-        return ClueTask(name, "classification", label_names, train, dev, {"train": train_dropped, "dev": dev_dropped}, epochs)
+        return ClueTask(name, "classification", _LABELS[name], train, dev, {"train": train_dropped, "dev": dev_dropped}, epochs)
     if name == "c3":
         return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train"), _read_c3(task_dir, "dev"), {})
     if name == "diagnostic_nli":
-        train, train_dropped = _read_rows(data_dir / "ocnli" / "train.json",
-                                          _text_row(FINETUNE_FORMATS["ocnli"], NLI_LABELS, OCNLI_DROPPED_LABEL))
+        train, train_dropped = _read_rows(*_split_reader(data_dir, "ocnli", "train"))
         dev: list[Example] = []
         for path in _diagnostic_files(task_dir):
             dev += _read_rows(path, _text_row(FINETUNE_FORMATS["diagnostic_nli"], NLI_LABELS))[0]

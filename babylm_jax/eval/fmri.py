@@ -199,9 +199,9 @@ def _stack_masks(counts: Sequence[int]) -> list[np.ndarray]:
 
 
 def run_word_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
-    """The word_fmri task on `<data_dir>/<spec folder>/` (the CogBench root)."""
+    """The word_fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
     settings = resolve_settings(WordFmriSettings, spec.name, spec.settings, dict(options.extra))
-    root = pathlib.Path(data_dir) / spec.directory_name
+    root = spec.root(data_dir)
     train, select, evaluate = cogbench.splits(root)
     used = list(dict.fromkeys([train, select, evaluate]))
     words = {s: cogbench.read_words(root, s) for s in used}
@@ -330,9 +330,9 @@ def _group_responses(root: pathlib.Path, used: list[str], stories: dict[str, lis
 
 
 def run_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
-    """The discourse fmri task on `<data_dir>/<spec folder>/` (the CogBench root)."""
+    """The discourse fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
     settings = resolve_settings(FmriSettings, spec.name, spec.settings, dict(options.extra))
-    root = pathlib.Path(data_dir) / spec.directory_name
+    root = spec.root(data_dir)
     train, select, evaluate = cogbench.splits(root)
     used = list(dict.fromkeys([train, select, evaluate]))
     stories = {s: cogbench.story_ids(root, s) for s in used}

@@ -16,6 +16,7 @@ import importlib
 import pathlib
 from typing import Any, Callable, Mapping
 
+from babylm_jax.eval import layout
 from babylm_jax.eval.results import TaskResult
 
 TRACKS = ("zero_shot", "finetune", "fmri")
@@ -56,13 +57,23 @@ class TaskSpec:
     def directory_name(self) -> str:
         return self.folder or self.name
 
+    def root(self, data_dir: str | pathlib.Path) -> pathlib.Path:
+        """The task's folder under `data_dir`, in the layout found there (`layout`)."""
+        return layout.official_location(data_dir, self.name) or pathlib.Path(data_dir) / self.directory_name
+
+    def file_patterns(self, data_dir: str | pathlib.Path) -> tuple[str, ...]:
+        """`files`, or the official file names of a CLUE task in the official layout."""
+        if layout.official_clue_file(data_dir, self.name, "train") is not None:
+            return tuple(layout.official_clue_file(data_dir, self.name, s).name for s in layout.OFFICIAL_SPLITS)
+        return self.files
+
     def find_files(self, data_dir: str | pathlib.Path) -> list[pathlib.Path]:
         """All files the task reads, sorted; FileNotFoundError names what is missing."""
-        root = pathlib.Path(data_dir) / self.directory_name
+        root = self.root(data_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"task {self.name}: directory {root} does not exist")
         found: list[pathlib.Path] = []
-        for entry in self.files:
+        for entry in self.file_patterns(data_dir):
             for pattern in entry.split("|"):
                 matches = sorted(p for p in root.glob(pattern) if p.is_file())
                 if matches:

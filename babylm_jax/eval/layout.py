@@ -1,0 +1,63 @@
+"""Where each task's files lie under `--data_dir`: our layout, or the official pipeline's.
+
+    ours      <data_dir>/zhoblimp/, hanzi_structure/, hanzi_pinyin/, afqmc/{train,dev}.json,
+              ocnli/, tnews/, cluewsc2020/, c3/, diagnostic_nli/, xcomps_zh/, cogbench/{train,dev,test}/
+    official  <data_dir> = the `evaluation_data/` that the official `prepare_chinese_data.py`
+              (`pipeline.py download`) writes, as it is:
+              full_eval/zhoblimp/<paradigm>.jsonl, full_eval/hanzi_structure/hanzi_structure.jsonl,
+              full_eval/hanzi_pinyin/hanzi_pinyin.jsonl, full_eval/clue/<task>.{train,valid}.jsonl
+              (afqmc, ocnli, tnews, cluewsc2020), cogbench-fmri-0415/{train,dev,test}/
+
+A data directory holding `full_eval/` or `cogbench-fmri-0415/` is read in the official
+layout. Tasks the official download does not hold (xcomps_zh, the hidden hanzi sets, c3,
+diagnostic_nli) are looked up in our folders under the same directory in either layout.
+"""
+from __future__ import annotations
+
+import pathlib
+
+OURS = "ours"
+OFFICIAL = "official"
+OFFICIAL_MARKERS = ("full_eval", "cogbench-fmri-0415")
+OFFICIAL_CLUE_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
+OFFICIAL_SPLITS = {"train": "train", "dev": "valid"}  # our split name -> the official file's
+_OFFICIAL_DIRS = {
+    "zhoblimp": "full_eval/zhoblimp",
+    "hanzi_structure": "full_eval/hanzi_structure",
+    "hanzi_pinyin": "full_eval/hanzi_pinyin",
+    **{name: "full_eval/clue" for name in OFFICIAL_CLUE_TASKS},
+    "word_fmri": "cogbench-fmri-0415",
+    "fmri": "cogbench-fmri-0415",
+}
+
+
+def detect(data_dir: str | pathlib.Path) -> str:
+    """OFFICIAL when `data_dir` holds full_eval/ or cogbench-fmri-0415/, else OURS."""
+    data_dir = pathlib.Path(data_dir)
+    return OFFICIAL if any((data_dir / m).is_dir() for m in OFFICIAL_MARKERS) else OURS
+
+
+def describe(data_dir: str | pathlib.Path) -> str:
+    """One line naming the layout found, for the log and the report."""
+    data_dir = pathlib.Path(data_dir)
+    if detect(data_dir) == OFFICIAL:
+        found = ", ".join(m + "/" for m in OFFICIAL_MARKERS if (data_dir / m).is_dir())
+        return f"official pipeline layout ({found} under {data_dir})"
+    hint = " (the official layout is read from the folder that holds full_eval/, its parent)" \
+        if data_dir.name == "full_eval" else ""
+    return f"our layout (one folder per task under {data_dir}){hint}"
+
+
+def official_location(data_dir: str | pathlib.Path, task: str) -> pathlib.Path | None:
+    """The task's folder when `data_dir` is in the official layout and the download holds the task; else None."""
+    if task in _OFFICIAL_DIRS and detect(data_dir) == OFFICIAL:
+        return pathlib.Path(data_dir) / _OFFICIAL_DIRS[task]
+    return None
+
+
+def official_clue_file(data_dir: str | pathlib.Path, task: str, split: str) -> pathlib.Path | None:
+    """full_eval/clue/<task>.<train|valid>.jsonl in the official layout; None otherwise."""
+    folder = official_location(data_dir, task)
+    if folder is None or task not in OFFICIAL_CLUE_TASKS:
+        return None
+    return folder / f"{task}.{OFFICIAL_SPLITS[split]}.jsonl"
