@@ -1,12 +1,15 @@
 """~14M-parameter causal LM (Pythia-14M class) for one GPU on the official corpus.
 
+    huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset \
+        --local-dir data/babylm-zho-100M   # the official corpus, as published (or: hf download ...)
     python -m babylm_jax.prepare --config configs/causal_14m.py --workdir runs/causal_14m   # prints the token count
     python -m babylm_jax.train --config configs/causal_14m.py --workdir runs/causal_14m \
-        --config.data.corpus=/path/to/official_corpus
+        --config.data.corpus=data/babylm-zho-100M
 
-`data.corpus` is a directory you fill with the official 102M-word training text (.txt with
-one document per blank-line block, .jsonl/.parquet with a `text` field); the default
-below is a placeholder path relative to the working directory.
+`data.corpus` is the official corpus as downloaded above (its parquet files; a
+`datasets.save_to_disk` folder also works) or a directory of your own 102M-word training
+text (.txt with one document per blank-line block, .jsonl/.parquet with a `text` field);
+the default below is a placeholder path relative to the working directory.
 
 Size. The official Zh-Pythia-14M / babylm-chinese-pythia-14M baselines are Pythia-14M:
 6 layers, d 128, 4 heads, FFN 512, GELU, LayerNorm, vocabulary 50,304 with separate input
@@ -38,7 +41,7 @@ from babylm_jax.config_files import load_config_file
 
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
-    config.data.corpus = "data/official_corpus"
+    config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.

@@ -1,10 +1,12 @@
 """~100M GPT-BERT hybrid (MNTP + causal LM, as ltgoslo/gpt-bert) for one GPU, official corpus.
 
+    huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset \
+        --local-dir data/babylm-zho-100M   # the official corpus, as published (or: hf download ...)
     python -m babylm_jax.prepare --config configs/hybrid_100m.py --workdir runs/hybrid_100m
     python -m babylm_jax.train --config configs/hybrid_100m.py --workdir runs/hybrid_100m \
-        --config.data.corpus=/path/to/official_corpus
+        --config.data.corpus=data/babylm-zho-100M
 
-`data.corpus` is a directory you fill with the official 102M-word training text (see
+`data.corpus` is the official corpus as downloaded above, or your own text (see
 configs/causal_14m.py). The English BabyLM 2024 winner's recipe: 12 layers, d 768, 12
 heads, FFN 2560 (gated; SwiGLU here), LayerNorm, tied 16,384-piece vocabulary (112M
 parameters); LAMB lr 1e-2, weight decay 0.1, EMA 0.999 (used for evaluation and export),
@@ -35,7 +37,7 @@ from babylm_jax.config_files import load_config_file
 
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
-    config.data.corpus = "data/official_corpus"
+    config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.

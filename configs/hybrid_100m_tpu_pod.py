@@ -1,8 +1,10 @@
 """configs/hybrid_100m.py on a TPU pod slice: multi-host, FSDP, 4x the global batch.
 
     # on every host of the slice (e.g. `gcloud compute tpus tpu-vm ssh NAME --worker=all --command=...`):
+    huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset \
+        --local-dir data/babylm-zho-100M   # the official corpus, as published (or: hf download ...)
     python -m babylm_jax.train --config configs/hybrid_100m_tpu_pod.py --workdir gs://BUCKET/runs/hybrid_100m \
-        --config.data.corpus=/path/to/official_corpus
+        --config.data.corpus=data/babylm-zho-100M
 
 The same model and objective as configs/hybrid_100m.py. `jax.distributed.initialize()`
 finds the coordinator itself on TPU pods (leave distributed.coordinator_address empty); each

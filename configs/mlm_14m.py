@@ -1,10 +1,12 @@
 """~14M-parameter masked-LM encoder (bert-14m class) for one GPU on the official corpus.
 
+    huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset \
+        --local-dir data/babylm-zho-100M   # the official corpus, as published (or: hf download ...)
     python -m babylm_jax.prepare --config configs/mlm_14m.py --workdir runs/mlm_14m   # prints the token count
     python -m babylm_jax.train --config configs/mlm_14m.py --workdir runs/mlm_14m \
-        --config.data.corpus=/path/to/official_corpus
+        --config.data.corpus=data/babylm-zho-100M
 
-`data.corpus` is a directory you fill with the official 102M-word training text (see
+`data.corpus` is the official corpus as downloaded above, or your own text (see
 configs/causal_14m.py). The model is configs/causal_14m.py's (6 layers, d 256, 4 heads,
 FFN 1024, GELU, LayerNorm, tied 32,768-piece vocabulary) as a bidirectional encoder with a
 BERT head transform: 13.2M parameters, the size of the official babylm-chinese-bert-14m

@@ -2,6 +2,7 @@
 import dataclasses
 import gzip
 import json
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -75,3 +76,47 @@ def test_missing_path_and_parquet_column(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "t.parquet")
     with pytest.raises(corpus.CorpusError, match="t.parquet: parquet file has no column 'text'"):
         _documents(_data_config(corpus=str(tmp_path / "t.parquet")))
+
+
+def _write_arrow_stream(path, table):
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def test_the_official_corpus_as_published(tmp_path):
+    """Stand-ins for chinese-babylm-org/babylm-zho-100M: the hub's parquet download and a save_to_disk folder."""
+    hub = tmp_path / "babylm-zho-100M"  # huggingface-cli download ... --local-dir
+    (hub / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"text": ["第一篇", "第二篇"], "source": ["a", "b"]}), hub / "data" / "train-00000-of-00002.parquet")
+    pq.write_table(pa.table({"text": ["第三篇"], "source": ["c"]}), hub / "data" / "train-00001-of-00002.parquet")
+    (hub / "README.md").write_text("---\nlicense: other\n---\n", encoding="utf-8")
+    (hub / ".cache" / "huggingface" / "download" / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"text": ["缓存"]}), hub / ".cache" / "huggingface" / "download" / "data" / "stale.parquet")
+    assert _documents(_data_config(corpus=str(hub))) == ["第一篇", "第二篇", "第三篇"]
+
+    saved = tmp_path / "saved"  # datasets.Dataset.save_to_disk: arrow streams listed by state.json
+    saved.mkdir()
+    _write_arrow_stream(saved / "data-00001-of-00002.arrow", pa.table({"text": ["乙", None]}))
+    _write_arrow_stream(saved / "data-00000-of-00002.arrow", pa.table({"text": ["甲"]}))
+    (saved / "dataset_info.json").write_text(json.dumps({"features": {"text": {"dtype": "string", "_type": "Value"}}}))
+    state = {"_data_files": [{"filename": "data-00000-of-00002.arrow"}, {"filename": "data-00001-of-00002.arrow"}],
+             "_split": "train"}
+    (saved / "state.json").write_text(json.dumps(state))
+    config = _data_config(corpus=str(saved), on_bad_line="skip")
+    assert _documents(config) == ["甲", "乙"]  # the None row is a bad line
+    with pytest.raises(corpus.CorpusError, match=r"data-00001-of-00002.arrow:2: row has no 'text' value"):
+        _documents(dataclasses.replace(config, on_bad_line="stop"))
+
+    dataset_dict = tmp_path / "dict"  # DatasetDict.save_to_disk: one such folder per split
+    shutil.copytree(saved, dataset_dict / "train")
+    (dataset_dict / "dataset_dict.json").write_text(json.dumps({"splits": ["train"]}))
+    assert _documents(_data_config(corpus=str(dataset_dict), on_bad_line="skip")) == ["甲", "乙"]
+    assert _documents(_data_config(paths=[str(tmp_path)], on_bad_line="skip")) == [
+        "第一篇", "第二篇", "第三篇", "甲", "乙", "甲", "乙"]  # save_to_disk folders found inside a tree
+
+    (saved / "data-00000-of-00002.arrow").unlink()
+    with pytest.raises(corpus.CorpusError, match=r"state.json lists \['data-00000-of-00002.arrow'\], missing"):
+        corpus.list_sources(_data_config(corpus=str(saved)))
+    pq.write_table(pa.table({"content": ["x"]}), hub / "data" / "train-00000-of-00002.parquet")
+    with pytest.raises(corpus.CorpusError, match="parquet file has no column 'text'"):
+        _documents(_data_config(corpus=str(hub)))

@@ -1,4 +1,12 @@
-"""Corpus sources and normalisation: builtin, .txt, .jsonl(.gz) and .parquet, mixed.
+"""Corpus sources and normalisation: builtin, .txt, .jsonl(.gz), .parquet and .arrow, mixed.
+
+The official corpus (`chinese-babylm-org/babylm-zho-100M` on the Hugging Face hub) is read as
+a user gets it: the folder of parquet files that
+`huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset --local-dir DIR`
+writes (hidden folders such as `.cache/` are skipped), or a folder written by
+`datasets.save_to_disk` (`data-*.arrow` in the order its `state.json` lists them, beside
+`dataset_info.json`; a DatasetDict's splits in `dataset_dict.json` order). Both are read with
+pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
 sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
@@ -22,7 +30,7 @@ from babylm_jax.data import builtin
 if TYPE_CHECKING:
     from babylm_jax.data.config import DataConfig
 
-SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet", ".arrow")
 TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
 ON_BAD_LINE = ("stop", "skip")  # data.on_bad_line
 _SPACES = re.compile(r"[^\S\n]+")
@@ -58,7 +66,7 @@ def list_sources(data_config: DataConfig) -> list[Source]:
         if not path.exists():
             raise CorpusError(f"Corpus path does not exist: {path} (data.corpus / data.paths)")
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and _suffix(p))
+            files = _directory_files(path)
             if not files:
                 raise CorpusError(f"Corpus directory {path} holds no {'/'.join(SUFFIXES)} files")
         elif _suffix(path):
@@ -67,6 +75,43 @@ def list_sources(data_config: DataConfig) -> list[Source]:
             raise CorpusError(f"Corpus file {path} is not one of {'/'.join(SUFFIXES)}")
         sources.append(Source(str(entry), tuple(files)))
     return sources
+
+
+def _saved_dataset_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The arrow files of a `datasets.save_to_disk` folder (Dataset or DatasetDict), in the order it lists them."""
+    if (folder / "dataset_dict.json").is_file():
+        try:
+            splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise CorpusError(f"{folder / 'dataset_dict.json'}: not a datasets DatasetDict file ({error})") from None
+        return [f for split in splits for f in _saved_dataset_files(folder / split)]
+    state = folder / "state.json"
+    try:
+        names = [entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise CorpusError(f"{state}: not a datasets save_to_disk state file ({error})") from None
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise CorpusError(f"{state} lists {missing}, missing from {folder}")
+    return [folder / n for n in names]
+
+
+def _directory_files(root: pathlib.Path) -> list[pathlib.Path]:
+    """Corpus files under `root`, sorted; hidden folders skipped; save_to_disk folders in their own order."""
+    if (root / "dataset_dict.json").is_file() or (root / "state.json").is_file():
+        return _saved_dataset_files(root)
+    saved = sorted(p.parent for p in root.rglob("state.json") if (p.parent / "dataset_info.json").is_file())
+    files = []
+    for p in sorted(root.rglob("*")):
+        relative = p.relative_to(root).parts
+        if any(part.startswith(".") for part in relative[:-1]) or not p.is_file() or not _suffix(p):
+            continue
+        if _suffix(p) == ".arrow" and any(folder in p.parents for folder in saved):
+            continue  # read below, in the order of its state.json
+        files.append(p)
+    for folder in saved:
+        files += _saved_dataset_files(folder)
+    return files
 
 
 def source_fingerprint(sources: list[Source]) -> list:
@@ -156,8 +201,39 @@ def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterat
             yield number, text
 
 
+def _arrow_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    """Rows of an Arrow IPC file: the stream format `datasets` writes, or the random-access file format."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        try:
+            reader = pa.ipc.open_stream(source)
+        except pa.ArrowInvalid:
+            source.seek(0)
+            try:
+                file_reader = pa.ipc.open_file(source)
+            except pa.ArrowInvalid as error:
+                raise CorpusError(f"{path}: not an Arrow file ({error})") from None
+            batches = (file_reader.get_batch(i) for i in range(file_reader.num_record_batches))
+            schema = file_reader.schema
+        else:
+            batches, schema = iter(reader), reader.schema
+        if field not in schema.names:
+            raise CorpusError(f"{path}: arrow file has no column {field!r} (data.text_field); columns: {schema.names}")
+        number = 0
+        for batch in batches:
+            for text in batch.column(schema.get_field_index(field)).to_pylist():
+                number += 1
+                if text is None:
+                    bad(path, number, f"row has no {field!r} value")
+                    continue
+                yield number, text
+
+
 def _file_documents(path: pathlib.Path, data_config: DataConfig, bad: _BadLines) -> Iterator[tuple[int, str]]:
     suffix = _suffix(path)
+    if suffix == ".arrow":
+        return _arrow_documents(path, data_config.text_field, bad)
     if suffix == ".txt":
         return _txt_documents(path, data_config.txt_documents, bad)
     if suffix == ".parquet":
