@@ -28,6 +28,7 @@ setup(
         "scipy>=1.11",
         "h5py>=3.10",
         "matplotlib>=3.8",
+        "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
         "test": ["pytest>=8.0", "scikit-learn>=1.4", *HANZI],

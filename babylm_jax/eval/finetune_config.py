@@ -1,0 +1,138 @@
+"""Fine-tuning settings to and from the official pipeline's `config.yaml`, and the named protocols.
+
+The official pipeline (upstream `pipeline.py eval`, 2026-06-06) reads a participant's
+`config.yaml`; the final evaluation runs it with the file each team fixed at upload:
+
+    finetune_hparams:
+      lr: 3.0e-5            # global values; any missing one is the pipeline's default
+      batch_size: 32
+      max_epochs: 10
+      sequence_length: 128
+      seed: 42
+      task_overrides:       # merged over the global values, per task
+        cluewsc2020: {max_epochs: 30}
+
+A task's settings are `{**global (with defaults), **task_overrides[task]}`, exactly as the
+pipeline merges them, so a file without a cluewsc2020 override trains it 10 epochs. Here they
+become per-task overrides of `finetune.FinetuneOptions` fields (`TaskSettings`).
+
+Named protocols: "official" (the pipeline's `configs/config.yaml`: lr 3e-5, batch 32, 10
+epochs, cluewsc2020 30, length 128, seed 42) and "eval_finetuning_sh" (the older script:
+batch 64, 5 epochs, cluewsc2020 5, length 512).
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Mapping
+
+from babylm_jax.atomic import atomic_write_text
+
+OFFICIAL_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
+# config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing
+KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
+        "seed": "seed"}
+PIPELINE_DEFAULTS = {"lr": 3e-5, "batch_size": 32, "max_epochs": 10, "sequence_length": 128, "seed": 42}
+_TYPES = {"lr": float, "batch_size": int, "max_epochs": int, "sequence_length": int, "seed": int}
+
+TaskSettings = dict[str, dict[str, Any]]  # task -> {FinetuneOptions field: value}
+
+PROTOCOLS: dict[str, dict[str, Any]] = {  # name -> finetune_hparams, as config.yaml holds them
+    "official": {**PIPELINE_DEFAULTS, "task_overrides": {"cluewsc2020": {"max_epochs": 30}}},
+    "eval_finetuning_sh": {"lr": 3e-5, "batch_size": 64, "max_epochs": 5, "sequence_length": 512, "seed": 42,
+                           "task_overrides": {"cluewsc2020": {"max_epochs": 5}}},
+}
+
+
+def _checked(values: Any, where: str) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where}: expected a mapping of {sorted(KEYS)}, got {type(values).__name__}")
+    out = {}
+    for key, value in values.items():
+        if key not in KEYS:
+            raise ValueError(f"{where}: unknown key {key!r}; known: {sorted(KEYS)} (and task_overrides)")
+        kind = _TYPES[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+            raise ValueError(f"{where}.{key}: {value!r} is not {'an integer' if kind is int else 'a number'}")
+        if value <= 0 and key != "seed":
+            raise ValueError(f"{where}.{key}: {value!r} must be positive")
+        out[key] = kind(value)
+    return out
+
+
+def settings_from_hparams(hparams: Mapping[str, Any], tasks: tuple[str, ...] = OFFICIAL_TASKS,
+                          where: str = "finetune_hparams") -> TaskSettings:
+    """Per-task FinetuneOptions overrides from a `finetune_hparams` mapping, merged as the pipeline does."""
+    if not isinstance(hparams, Mapping):
+        raise ValueError(f"{where}: expected a mapping, got {type(hparams).__name__}")
+    hparams = dict(hparams)
+    overrides = hparams.pop("task_overrides", None) or {}
+    if not isinstance(overrides, Mapping):
+        raise ValueError(f"{where}.task_overrides: expected a mapping of task -> settings")
+    glob = {**PIPELINE_DEFAULTS, **_checked(hparams, where)}
+    per_task = {task: _checked(values, f"{where}.task_overrides.{task}") for task, values in overrides.items()}
+    return {task: {KEYS[k]: v for k, v in {**glob, **per_task.get(task, {})}.items()}
+            for task in dict.fromkeys([*tasks, *per_task])}
+
+
+def protocol_settings(name: str, tasks: tuple[str, ...] = OFFICIAL_TASKS) -> TaskSettings:
+    """The settings of a named protocol (see PROTOCOLS)."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown fine-tuning protocol {name!r}; known: {sorted(PROTOCOLS)} or a config.yaml path")
+    return settings_from_hparams(PROTOCOLS[name], tasks, where=f"protocol {name}")
+
+
+def read_config(path: str | pathlib.Path, tasks: tuple[str, ...] = OFFICIAL_TASKS) -> TaskSettings:
+    """Per-task settings from an official `config.yaml` (its `finetune_hparams`; the pipeline's defaults without one)."""
+    import yaml
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"fine-tuning config {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return settings_from_hparams(config.get("finetune_hparams") or {}, tasks, where=f"{path}: finetune_hparams")
+
+
+def hparams_from_settings(settings: TaskSettings) -> dict[str, Any]:
+    """`finetune_hparams` that reproduces `settings`: the values most tasks share, each task's differences as overrides."""
+    fields = {v: k for k, v in KEYS.items()}
+    tasks = list(settings)
+    glob = {}
+    for field, key in fields.items():
+        values = [settings[t][field] for t in tasks if field in settings[t]]
+        glob[key] = max(values, key=values.count) if values else PIPELINE_DEFAULTS[key]
+    overrides = {}
+    for task in tasks:
+        differ = {fields[f]: v for f, v in settings[task].items() if f in fields and v != glob[fields[f]]}
+        overrides[task] = {k: settings[task].get(KEYS[k], glob[k]) for k in ("lr", "batch_size", "max_epochs")} | differ
+    return {**glob, "task_overrides": overrides}
+
+
+def config_text(settings: TaskSettings, model_path: str = "path/to/exported/model", backend: str = "causal",
+                eval_dir: str = "evaluation_data") -> str:
+    """A config.yaml in the upstream format that makes the official pipeline fine-tune with `settings`."""
+    import yaml
+
+    config = {
+        "models": [{"path": model_path, "backend": backend}],
+        "tasks": {"zero_shot": ["zhoblimp", "hanzi_structure", "hanzi_pinyin"], "cogbench": ["word_fmri", "fmri"],
+                  "finetune": [t for t in settings if t in OFFICIAL_TASKS]},
+        "eval_dir": eval_dir,
+        "results_dir": "results",
+        "save_item_with_unk": True,
+        "finetune_hparams": hparams_from_settings({t: s for t, s in settings.items() if t in OFFICIAL_TASKS}),
+    }
+    header = ("# Chinese BabyLM evaluation pipeline config, written by babylm_jax.evaluate: the fine-tuning\n"
+              "# settings below are the ones this evaluation used. Set models[0].path to the uploaded model.\n")
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
+def write_config(path: str | pathlib.Path, settings: TaskSettings, **kwargs: Any) -> pathlib.Path:
+    """Writes `config_text(settings, ...)` atomically; returns the path."""
+    path = pathlib.Path(path)
+    atomic_write_text(path, config_text(settings, **kwargs))
+    return path
