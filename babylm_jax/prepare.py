@@ -43,10 +43,12 @@ def main(argv: Sequence[str]) -> None:
     data_config = DataConfig.from_config(config.data)
     prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report
-    print(f"budget: {report['words']:,} jieba words of {report['word_budget']:,}"
-          f"{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}  -> {prepared.budget_path}")
-    print(_table([[name, s["documents"], s["lines"], s["characters"], s["words"]] for name, s in report["sources"].items()],
-                 ["source", "documents", "lines", "characters", "words"]))
+    print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "
+          f"of {report['word_budget']:,}{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}"
+          f"  -> {prepared.budget_path}")
+    print(_table([[name, s["documents"], s["lines"], s["characters"], s["words_raw"], s["words"]]
+                  for name, s in report["sources"].items()],
+                 ["source", "documents", "lines", "characters", "words_raw", "words"]))
     print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / 'tokenizer'}")
     print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
           f"-> {prepared.tokens.directory}")

@@ -31,6 +31,34 @@ def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
     assert data.stats["train"]["words"] + data.stats["eval"]["words"] == report["words"]
 
 
+def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
+    import jieba
+
+    from babylm_jax.data import counting
+    from babylm_jax.data.config import DataConfig
+
+    raw = ["小猫在  睡觉。\n\n  它很累。 ", "   ", "今天天气很好", "他说：  “好的”\t"]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "docs.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in raw),
+                                                    encoding="utf-8")
+    config = synthetic.tiny_config(tmp_path / "corpus")
+    data_config = DataConfig.from_config(config.data)
+    cache = counting.count_corpus(data_config, tmp_path / "data")
+    report = budget.budget_report(cache, word_budget=1000, allow_over_budget=False)
+    kept = [data_config.normalize(t) for t in raw]
+    assert report["words_raw"] == sum(len(list(jieba.cut(t))) for t in raw)  # spaces, tabs, empty lines count
+    assert report["words"] == sum(len(list(jieba.cut(t))) for t in kept if t.strip())
+    assert report["words_raw"] > report["words"] and report["budget_words"] == report["words_raw"]
+    assert report["sources"][str(tmp_path / "corpus")]["words_raw"] == report["words_raw"]
+    for shard in cache.shard_dirs:  # a cache counted before words_raw existed gets it added, same key
+        (shard / "raw_words.json").unlink()
+    again = counting.count_corpus(data_config, tmp_path / "data")
+    assert again.root == cache.root and again.raw_words() == cache.raw_words() == {0: report["words_raw"]}
+    between = budget.budget_report(cache, word_budget=report["words"], allow_over_budget=False)
+    with pytest.raises(budget.BudgetError, match=rf"as read: {report['words_raw']:,}; as trained on: {report['words']:,}"):
+        budget.enforce_budget(between, tmp_path / "budget.json")  # the larger count is the one enforced
+
+
 def test_over_budget_refused(corpus_dir, tmp_path):
     config = synthetic.tiny_config(corpus_dir, word_budget=100)
     with pytest.raises(budget.BudgetError, match="over data.word_budget=100"):

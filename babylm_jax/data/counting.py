@@ -3,7 +3,9 @@
 Layout under `<workdir>/data/`:
     corpus-<ckey>/shards/NNNNN/      normalised texts.json, doc_words, doc_chars, doc_lines,
                                      doc_source, word_bits (jieba word starts per character,
-                                     packed), char_counts.json, dropped_lines.json
+                                     packed), char_counts.json, dropped_lines.json,
+                                     raw_words.json (source -> the official count of the
+                                     documents as read, before normalisation and filtering)
     corpus-<ckey>/index.json         the number of shards, written last
 `ckey` (cache_keys.corpus_key) hashes the corpus files and reading/normalisation settings.
 Every shard is written to a temporary path and renamed, so an interrupted run leaves only
@@ -31,20 +33,23 @@ def _init_worker() -> None:
 
 
 def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter) -> str:
-    """Normalises one shard of raw documents, counts jieba words, records word starts."""
+    """Normalises one shard of raw documents, counts jieba words (as read and as kept), records word starts."""
     texts, sources, doc_words, doc_chars, doc_lines, bits = [], [], [], [], [], []
     char_counts: collections.Counter = collections.Counter()
+    raw_words: collections.Counter = collections.Counter()
     dropped_lines = 0
-    for source, text in raw:
-        text = normalize(text)
+    for source, raw_text in raw:
+        text = normalize(raw_text)
         if line_filter is not None and text:
             lines = text.split("\n")
             keep = line_filter.keep_lines(lines)
             dropped_lines += int((~keep).sum())
             text = "\n".join(line for line, k in zip(lines, keep) if k)
         if not text.strip():
+            raw_words[source] += len(words.jieba_words(raw_text))
             continue
         segmented = words.jieba_words(text)
+        raw_words[source] += len(segmented) if text == raw_text else len(words.jieba_words(raw_text))
         texts.append(text)
         sources.append(source)
         doc_words.append(len(segmented))
@@ -62,6 +67,7 @@ def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[s
         np.save(tmp / "word_bits.npy", np.packbits(np.concatenate(bits) if bits else np.zeros(0, bool)))
         (tmp / "char_counts.json").write_text(json.dumps(char_counts, ensure_ascii=False))
         (tmp / "dropped_lines.json").write_text(json.dumps(dropped_lines))
+        (tmp / "raw_words.json").write_text(json.dumps(raw_words))
     return out_dir
 
 
@@ -82,12 +88,28 @@ class CorpusCache:
             total.update(json.loads((d / "char_counts.json").read_text()))
         return total
 
+    def raw_words(self) -> dict[int, int]:
+        """Source index -> `len(list(jieba.cut(text)))` summed over its documents as read (before normalisation)."""
+        total: collections.Counter = collections.Counter()
+        for d in self.shard_dirs:
+            total.update({int(k): v for k, v in json.loads((d / "raw_words.json").read_text()).items()})
+        return {i: total.get(i, 0) for i in range(len(self.sources))}
+
     def dropped_lines(self) -> int:
         return sum(json.loads((d / "dropped_lines.json").read_text()) for d in self.shard_dirs)
 
     def iter_texts(self) -> Iterator[str]:
         for d in self.shard_dirs:
             yield from json.loads((d / "texts.json").read_text())
+
+
+def count_raw_shard(out_dir: str, raw: list[tuple[int, str]]) -> str:
+    """Adds raw_words.json to a shard counted before it existed (the same documents, counted as read)."""
+    raw_words: collections.Counter = collections.Counter()
+    for source, text in raw:
+        raw_words[source] += len(words.jieba_words(text))
+    atomic_write_json(pathlib.Path(out_dir) / "raw_words.json", raw_words)
+    return out_dir
 
 
 def _raw_shards(sources: list[corpus.Source], data_config: DataConfig) -> Iterator[list[tuple[int, str]]]:
@@ -111,7 +133,13 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
     index_path = directory / "index.json"
     if index_path.exists():
         n = json.loads(index_path.read_text())["shards"]
-        return CorpusCache(directory, sources, [directory / "shards" / f"{i:05d}" for i in range(n)])
+        cache = CorpusCache(directory, sources, [directory / "shards" / f"{i:05d}" for i in range(n)])
+        if not all((d / "raw_words.json").exists() for d in cache.shard_dirs):  # counted before words_raw existed
+            raw_tasks = ((str(d), raw) for d, raw in zip(cache.shard_dirs, _raw_shards(sources, data_config))
+                         if not (d / "raw_words.json").exists())
+            run_tasks(count_raw_shard, raw_tasks, num_workers(data_config.num_workers), None, "count words as read",
+                      initializer=_init_worker)
+        return cache
     normalize = data_config.normalize
     shard_dirs: list[pathlib.Path] = []
 

@@ -112,7 +112,7 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         "eval_batches": len(eval_batches),
         "packing": packing_kind,
         "tokenizer": {"kind": prepared.tokenizer.kind, "vocab_size": prepared.tokenizer.vocab_size},
-        "budget": {"words": prepared.budget_report["words"], "over_budget": prepared.budget_report["over_budget"]},
+        "budget": {key: prepared.budget_report[key] for key in ("words", "words_raw", "over_budget")},
         "budget_report": str(prepared.budget_path),
         "token_cache": str(tokens.directory),
     }
