@@ -1,4 +1,8 @@
-"""Atomic file and directory writes: write a temporary beside the target, then rename it into place."""
+"""Atomic file and directory writes: write a temporary beside the target, then rename it into place.
+
+Temporary names carry a mark (`.<name>.tmp-*`, `.<name>.old-*`) so that the leftovers of a
+killed run can be recognised and removed at the next start (`is_leftover`).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -17,13 +21,19 @@ def _read_umask() -> int:
 
 
 _UMASK = _read_umask()  # read once, at import: os.umask is process-wide and not thread-safe
+TEMP_MARKS = (".tmp-", ".old-")
+
+
+def is_leftover(name: str) -> bool:
+    """Whether a file name is a temporary name of ours (or orbax's), left by an interrupted write."""
+    return (name.startswith(".") and any(mark in name for mark in TEMP_MARKS)) or ".orbax-checkpoint-tmp" in name
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[pathlib.Path], None]) -> None:
     """Calls `write(temp_path)` for a temp file beside `path`, then renames it onto `path`."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     temp = pathlib.Path(temp_name)
     try:
@@ -56,13 +66,13 @@ def atomic_dir(final: str | os.PathLike, replace: bool = False) -> Iterator[path
     """
     final = pathlib.Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp"))
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
     old = None
     try:
         tmp.chmod(0o777 & ~_UMASK)  # mkdtemp makes 0700; a written directory gets the usual mode
         yield tmp
         if replace and final.exists():
-            old = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old"))
+            old = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old-"))
             os.replace(final, old / final.name)
         try:
             os.replace(tmp, final)

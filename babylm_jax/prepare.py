@@ -20,6 +20,7 @@ from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data import leakage, unk_audit
 from babylm_jax.data.config import DataConfig
 from babylm_jax.data.prepare import prepare_corpus
+from babylm_jax.workdir import workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -39,7 +40,13 @@ def _table(rows: list[list], header: list[str]) -> str:
 def main(argv: Sequence[str]) -> None:
     """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
     COMMAND.parse(argv)
-    config, workdir = _CONFIG.value, pathlib.Path(_WORKDIR.value)
+    workdir = pathlib.Path(_WORKDIR.value)
+    with workdir_lock(workdir, "prepare"):  # refused at once while a train or prepare holds the workdir
+        prepare_and_report(_CONFIG.value, workdir)
+
+
+def prepare_and_report(config, workdir: pathlib.Path) -> None:
+    """Prepares the corpus, tokenizer and token cache, and prints the reports."""
     data_config = DataConfig.from_config(config.data)
     prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report

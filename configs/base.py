@@ -88,6 +88,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.mask_rate_final = 0.15  # ... and at the end (linear curriculum)
     config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)
     config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
+    config.train.allow_schedule_change = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
 
     config.checkpoint = ml_collections.ConfigDict()
     config.checkpoint.every_steps = 100

@@ -214,7 +214,8 @@ def test_unknown_override_on_the_command_line_is_refused(tmp_path):
 def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp_path):
     """A run that failed before its first checkpoint (say, a wrong corpus path) can be fixed and rerun."""
     config = tiny_config(tiny_corpus_dir)
-    checkpoint.check_or_write_config(str(tmp_path), config)
+    checkpoint.write_config(str(tmp_path), config)
     config.model.d_model = 64
-    checkpoint.check_or_write_config(str(tmp_path), config)
+    checkpoint.check_config(str(tmp_path), config)
+    checkpoint.write_config(str(tmp_path), config)
     assert checkpoint.load_config(str(tmp_path)).model.d_model == 64

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from babylm_jax.atomic import atomic_write
+from babylm_jax.atomic import atomic_write, atomic_write_text
 from babylm_jax.model.transformer import ModelConfig
 
 # Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).
@@ -95,6 +95,30 @@ class MetricsWriter:
             return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def trim_metrics(workdir: str, last_step: int) -> None:
+    """Makes `<workdir>/metrics.jsonl` fit a run resumed at `last_step`.
+
+    Drops a partial last line (a run killed mid-write) and the records of steps after
+    `last_step` (they will be trained and logged again), so each step is logged once.
+    """
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    kept = []
+    for line in text.split("\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the partial line a killed run left (or the empty string after the last newline)
+        if isinstance(record, dict) and record.get("step", 0) <= last_step:
+            kept.append(line)
+    trimmed = "".join(line + "\n" for line in kept)
+    if trimmed != text:
+        atomic_write_text(path, trimmed)
 
 
 def plot_learning_curves(workdir: str) -> str:

@@ -7,6 +7,8 @@ iterator) and continues the identical trajectory.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import time
@@ -28,8 +30,9 @@ from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
 from babylm_jax.atomic import atomic_write_json
-from babylm_jax.training.checkpoint import Checkpointer, check_or_write_config
+from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
 from babylm_jax.training.state import TrainState, build_model, sharded_init
+from babylm_jax.workdir import workdir_lock
 
 
 def word_milestones(unit: float) -> Iterator[float]:
@@ -181,7 +184,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     """
     _maybe_initialize_distributed(config)
     workdir = os.path.abspath(workdir)
-    os.makedirs(workdir, exist_ok=True)
+    # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
+    with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
+        return _train(config, workdir, stop_at_step)
+
+
+def _train(config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | None) -> dict:
     is_main = jax.process_index() == 0
     model = build_model(config)  # validates model keys and seq_len before any work
     devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
@@ -195,7 +203,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     optimizer = optim.make_optimizer(config.train)  # validates the train keys before any data work
     DataConfig.from_config(config.data)  # and the data keys
     if is_main:
-        check_or_write_config(workdir, config)
+        check_config(workdir, config)  # config.json itself is written once the run has restored or started
 
     if jax.process_count() > 1:  # one process prepares the data; the others then find it cached
         if is_main:
@@ -214,21 +222,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
 
     checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
-    latest = checkpointer.latest_step()
-    if latest is not None:
-        state, meta = checkpointer.restore(latest, target, data.train_iterator)
+    restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1)
+    if restored is not None:
+        latest, state, meta = restored
         start_step, tokens_seen, words_seen = latest, int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
             print(f"Resuming {workdir} from step {latest} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
     else:
         state = init_unboxed(jax.random.fold_in(root_rng, 0))
+    if is_main:
+        write_config(workdir, config)
+        metrics_lib.trim_metrics(workdir, start_step)
 
     num_steps = config.train.num_steps
     last_step = num_steps if stop_at_step is None else min(stop_at_step, num_steps)
     if start_step >= last_step:
         checkpointer.close()
         if is_main:
-            print(f"{workdir} is already at step {start_step}; nothing to train (raise train.num_steps to go on)")
+            print(f"{workdir} is already at step {start_step}; nothing to train (to go on, raise train.num_steps "
+                  "with train.allow_schedule_change=True)")
         return {"steps": start_step, "tokens_seen": tokens_seen, "words_seen": words_seen}
 
     num_params = count_params(state.params)
@@ -254,8 +266,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     eval_step = jax.jit(make_eval_step(config, model, masking))
     writer = metrics_lib.MetricsWriter(workdir, enabled=is_main)
 
+    config_json = json.loads(config.to_json_best_effort())
+
     def save(step: int, milestone: bool = False) -> None:
-        meta = {"step": step, "tokens_seen": tokens_seen, "words_seen": words_seen}
+        nonlocal pending
+        if pending is not None:  # log the step first: each step in metrics.jsonl once, and no NaN state saved
+            record(*jax.device_get(pending))
+            pending = None
+        meta = {"step": step, "tokens_seen": tokens_seen, "words_seen": words_seen, "config": config_json}
         checkpointer.save(step, state, data.train_iterator, meta, milestone=milestone)
 
     eval_batches = data.eval_batches[: config.train.eval_batches]

@@ -1,0 +1,84 @@
+"""One run at a time per workdir: an advisory lock naming its holder, and leftovers cleared.
+
+    with workdir_lock(workdir, "train"):
+        ...
+
+A second `train` or `prepare` on the same workdir is refused at once with the holder's pid.
+The lock is an `flock` on `<workdir>/.lock`, which the kernel releases when its process
+dies, so a lock left by a killed run is simply taken over. Once the lock is held, the
+temporary files and folders of interrupted writes (see `atomic.is_leftover`) are removed.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import shutil
+from typing import Iterator
+
+from babylm_jax.atomic import is_leftover
+
+LOCK_FILE = ".lock"
+
+
+class WorkdirError(ValueError):
+    """The workdir cannot be used: held by another live process, or not writable."""
+
+
+def _holder(path: pathlib.Path) -> str:
+    try:
+        return path.read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str | os.PathLike, command: str) -> Iterator[None]:
+    """Holds `<workdir>/.lock` for the block; refuses at once if another process holds it."""
+    workdir = pathlib.Path(workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(workdir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise WorkdirError(f"cannot write in workdir {workdir}: {error.strerror}; choose a writable --workdir") from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkdirError(
+                f"workdir {workdir} is in use by {_holder(workdir / LOCK_FILE)} (lock file {workdir / LOCK_FILE}); "
+                "wait for it to finish, stop it, or use another --workdir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{command} pid {os.getpid()}\n".encode())
+        remove_leftovers(workdir)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# Folders that only train and prepare write to (eval/ and exports may be written meanwhile by others).
+OWNED_FOLDERS = ("checkpoints", "milestones", "data")
+
+
+def remove_leftovers(workdir: str | os.PathLike) -> list[pathlib.Path]:
+    """Deletes temporary files and folders of interrupted writes of train and prepare; returns them.
+
+    Looks at the workdir's own entries and everything under OWNED_FOLDERS.
+    """
+    workdir = pathlib.Path(workdir)
+    candidates = list(workdir.iterdir())
+    for folder in OWNED_FOLDERS:
+        for root, dirs, files in os.walk(workdir / folder):
+            candidates += [pathlib.Path(root, name) for name in [*dirs, *files]]
+            dirs[:] = [d for d in dirs if not is_leftover(d)]
+    removed = []
+    for path in candidates:
+        if is_leftover(path.name):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed

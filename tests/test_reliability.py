@@ -1,0 +1,171 @@
+"""Preemption, damage and misuse: each case below ends in a clear error or an exact resume.
+
+Cases (issue 14):
+- a damaged latest checkpoint (truncated or missing data file, unreadable state metadata,
+  missing state/ or data/, garbage iterator state, metadata without its keys) is moved to
+  checkpoints_corrupt/ with a warning and the run resumes bit-exact from the one before;
+- no valid checkpoint at all: one clear error, the damaged ones kept;
+- config.json is not written by a run refused by the compatibility check (even where
+  config.json is missing: the checkpoint's own copy of the config is checked);
+- a changed schedule (train.num_steps, ...) is refused by key name unless
+  train.allow_schedule_change;
+- a second run on a held workdir is refused at once naming the holder's pid; the lock of a
+  dead process is taken over; leftovers of interrupted writes are removed at the next start;
+- files are written with the user's umask;
+- metrics.jsonl: a partial last line is repaired on resume and each step is logged once.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import tiny_config
+
+from babylm_jax import atomic
+from babylm_jax.training import checkpoint, trainer
+from babylm_jax.workdir import WorkdirError, workdir_lock
+
+
+def read_train_losses(workdir) -> list[tuple[int, float]]:
+    """(step, loss) of every train record in metrics.jsonl, in file order."""
+    records = [json.loads(line) for line in pathlib.Path(workdir, "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if "loss" in r]
+
+
+def run_config(corpus_dir):
+    config = tiny_config(corpus_dir)
+    config.train.update(num_steps=8, eval_every_steps=100)
+    config.checkpoint.every_steps = 4
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_corpus_dir, tmp_path_factory) -> pathlib.Path:
+    """A workdir trained to step 8 with checkpoints at steps 4 and 8."""
+    workdir = tmp_path_factory.mktemp("finished") / "run"
+    trainer.train_and_evaluate(run_config(tiny_corpus_dir), str(workdir))
+    return workdir
+
+
+def copy_run(finished_run, tmp_path) -> pathlib.Path:
+    workdir = tmp_path / "run"
+    shutil.copytree(finished_run, workdir)
+    return workdir
+
+
+def _truncate_data_files(step_dir):
+    for f in step_dir.glob("state/**/d/*"):
+        f.write_bytes(f.read_bytes()[:10])
+
+
+DAMAGE = {
+    "truncated data files": _truncate_data_files,
+    "missing data files": lambda d: [f.unlink() for f in d.glob("state/ocdbt.process_0/d/*")],
+    "unreadable state metadata": lambda d: (d / "state" / "_METADATA").write_text("{garbage"),
+    "missing state/": lambda d: shutil.rmtree(d / "state"),
+    "missing data/": lambda d: shutil.rmtree(d / "data"),
+    "garbage iterator state": lambda d: (d / "data" / "metadata").write_text('{"encoding": "dict", "state": {"x": 1}}'),
+    "metadata without its keys": lambda d: (d / "meta" / "metadata").write_text('{"step": 8}'),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_latest_checkpoint_is_set_aside_and_the_run_resumes_exactly(damage, finished_run, tiny_corpus_dir, tmp_path):
+    workdir = copy_run(finished_run, tmp_path)
+    with open(workdir / "metrics.jsonl", "a") as f:
+        f.write('{"step": 9, "loss": 1.')  # the partial line of a run killed mid-write
+    DAMAGE[damage](workdir / "checkpoints" / "8")
+    trainer.train_and_evaluate(run_config(tiny_corpus_dir), str(workdir))
+    assert (workdir / "checkpoints_corrupt" / "8").is_dir()  # kept for inspection
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["4", "8"]
+    losses = read_train_losses(workdir)
+    assert [s for s, _ in losses] == list(range(1, 9))  # each step once, the partial line gone
+    assert losses == read_train_losses(finished_run)  # steps 5..8 retrained bit-exact
+
+
+def test_no_valid_checkpoint_is_one_clear_error(finished_run, tiny_corpus_dir, tmp_path):
+    workdir = copy_run(finished_run, tmp_path)
+    for step in ("4", "8"):
+        shutil.rmtree(workdir / "checkpoints" / step / "data")
+    config = run_config(tiny_corpus_dir)
+    config.train.log_every_steps = 2  # not a resume key: the run would rewrite config.json after a restore
+    with pytest.raises(checkpoint.CheckpointError, match="no valid checkpoint.*checkpoints_corrupt"):
+        trainer.train_and_evaluate(config, str(workdir))
+    assert sorted(p.name for p in (workdir / "checkpoints_corrupt").iterdir()) == ["4", "8"]
+    assert json.loads((workdir / "config.json").read_text())["train"]["log_every_steps"] == 1
+
+
+def test_a_refused_config_never_writes_config_json(finished_run, tiny_corpus_dir, tmp_path):
+    workdir = copy_run(finished_run, tmp_path)
+    (workdir / "config.json").unlink()  # the checkpoints' own copy of the config is checked instead
+    config = run_config(tiny_corpus_dir)
+    config.model.d_model = 64
+    with pytest.raises(checkpoint.CheckpointError, match="model.d_model=32"):
+        trainer.train_and_evaluate(config, str(workdir))
+    assert not (workdir / "config.json").exists()
+    assert not (workdir / "checkpoints_corrupt").exists()
+
+
+def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_corpus_dir, tmp_path):
+    workdir = copy_run(finished_run, tmp_path)
+    config = run_config(tiny_corpus_dir)
+    config.train.num_steps = 10
+    with pytest.raises(checkpoint.CheckpointError, match=r"train.num_steps=8.*allow_schedule_change"):
+        trainer.train_and_evaluate(config, str(workdir))
+    config.train.warmup_steps = 5
+    config.train.num_steps = 8
+    with pytest.raises(checkpoint.CheckpointError, match=r"train.warmup_steps=3"):
+        trainer.train_and_evaluate(config, str(workdir))
+    config.train.update(warmup_steps=3, num_steps=10, allow_schedule_change=True)
+    summary = trainer.train_and_evaluate(config, str(workdir))
+    assert summary["steps"] == 10
+    assert checkpoint.load_config(str(workdir)).train.num_steps == 10
+
+
+def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):
+    with workdir_lock(tmp_path, "train"):
+        with pytest.raises(WorkdirError, match=rf"in use by train pid {os.getpid()}"):
+            with workdir_lock(tmp_path, "prepare"):
+                pass
+    # The lock file of a dead process (no flock held any more) is taken over.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / ".lock").write_text(f"train pid {dead.stdout.strip()}\n")
+    with workdir_lock(tmp_path, "prepare"):
+        assert (tmp_path / ".lock").read_text() == f"prepare pid {os.getpid()}\n"
+
+
+def test_a_second_train_on_a_held_workdir_stops_at_once(tiny_corpus_dir, tmp_path):
+    with workdir_lock(tmp_path, "train"):
+        with pytest.raises(WorkdirError, match="in use"):
+            trainer.train_and_evaluate(run_config(tiny_corpus_dir), str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # nothing prepared or written
+
+
+def test_leftovers_of_interrupted_writes_are_removed_at_the_next_start(tmp_path):
+    leftovers = [
+        tmp_path / ".config.json.tmp-abc123.json",
+        tmp_path / "checkpoints" / "12.orbax-checkpoint-tmp-1733",
+        tmp_path / "data" / "corpus-1" / "shards" / ".00003.tmp-xyz",
+    ]
+    kept = [tmp_path / "config.json", tmp_path / "checkpoints" / "8" / "state", tmp_path / "data" / ".hidden",
+            tmp_path / "eval" / ".results.json.tmp-abc.json"]  # an evaluate running meanwhile
+    for path in leftovers[1:] + kept[1:2]:
+        path.mkdir(parents=True)
+    for path in leftovers[:1] + kept[:1] + kept[2:]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    with workdir_lock(tmp_path, "train"):
+        assert not any(p.exists() for p in leftovers)
+        assert all(p.exists() for p in kept)
+
+
+def test_atomic_files_and_folders_take_the_users_umask(tmp_path):
+    umask = atomic._UMASK  # this process's umask, read when atomic was imported
+    atomic.atomic_write_json(tmp_path / "results.json", {"a": 1})
+    with atomic.atomic_dir(tmp_path / "tokenizer") as folder:
+        (folder / "tokenizer.json").write_text("{}")
+    assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "tokenizer").stat().st_mode & 0o777 == 0o777 & ~umask
