@@ -20,6 +20,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import tiny_config
@@ -169,3 +170,42 @@ def test_atomic_files_and_folders_take_the_users_umask(tmp_path):
         (folder / "tokenizer.json").write_text("{}")
     assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert (tmp_path / "tokenizer").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+WORKERS_SCRIPT = """
+import os, sys, time
+from babylm_jax.data.workers import run_tasks
+
+def record_and_wait(path):
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    time.sleep(120)
+
+if __name__ == "__main__":
+    run_tasks(record_and_wait, [(sys.argv[1],)] * 2, workers=2, total=2, desc="wait")
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_prepare_workers_exit_with_their_parent(tmp_path):
+    script, pids_file = tmp_path / "workers.py", tmp_path / "pids.txt"
+    script.write_text(WORKERS_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script), str(pids_file)], env=os.environ,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(pids_file.read_text().split() if pids_file.exists() else []) < 2:
+        time.sleep(0.2)
+    workers = [int(p) for p in pids_file.read_text().split()]
+    assert len(workers) == 2 and all(_running(p) for p in workers)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_running(p) for p in workers):
+        time.sleep(0.2)
+    assert not any(_running(p) for p in workers)

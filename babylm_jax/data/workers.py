@@ -1,9 +1,15 @@
-"""A pool of worker processes for the prepare steps, with a progress bar."""
+"""A pool of worker processes for the prepare steps, with a progress bar.
+
+Workers exit on their own when their parent dies (killed, or stopped by a signal), instead
+of living on as orphans waiting for tasks.
+"""
 from __future__ import annotations
 
 import collections
 import multiprocessing
 import os
+import threading
+import time
 from typing import Callable, Iterable
 
 import tqdm
@@ -12,6 +18,19 @@ import tqdm
 def num_workers(configured: int) -> int:
     """`data.num_workers`, where 0 means every core."""
     return configured if configured > 0 else (os.cpu_count() or 1)
+
+
+def exit_with_parent(parent_pid: int, initializer: Callable[[], None] | None = None, poll_s: float = 0.5) -> None:
+    """Pool initializer: a daemon thread ends this worker once `parent_pid` is no longer its parent."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+    if initializer is not None:
+        initializer()
 
 
 def run_tasks(
@@ -28,7 +47,8 @@ def run_tasks(
             bar.update()
         bar.close()
         return
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=initializer) as pool:
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=exit_with_parent,
+                                                   initargs=(os.getpid(), initializer)) as pool:
         pending: collections.deque = collections.deque()
         for task in tasks:
             pending.append(pool.apply_async(fn, task))

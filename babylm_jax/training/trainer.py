@@ -184,13 +184,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     """
     _maybe_initialize_distributed(config)
     workdir = os.path.abspath(workdir)
+    model, mesh, optimizer = _checked_setup(config)  # config errors before the workdir is touched
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
     with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
-        return _train(config, workdir, stop_at_step)
+        return _train(config, workdir, model, mesh, optimizer, stop_at_step)
 
 
-def _train(config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | None) -> dict:
-    is_main = jax.process_index() == 0
+def _checked_setup(config: ml_collections.ConfigDict) -> tuple[Transformer, Any, optax.GradientTransformation]:
+    """The model, mesh and optimizer of `config`, every model, train, mesh and data key checked."""
     model = build_model(config)  # validates model keys and seq_len before any work
     devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
     mesh = sharding.make_mesh(config.mesh, devices)
@@ -202,6 +203,12 @@ def _train(config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | 
         )
     optimizer = optim.make_optimizer(config.train)  # validates the train keys before any data work
     DataConfig.from_config(config.data)  # and the data keys
+    return model, mesh, optimizer
+
+
+def _train(config: ml_collections.ConfigDict, workdir: str, model: Transformer, mesh: Any,
+           optimizer: optax.GradientTransformation, stop_at_step: int | None) -> dict:
+    is_main = jax.process_index() == 0
     if is_main:
         check_config(workdir, config)  # config.json itself is written once the run has restored or started
 
