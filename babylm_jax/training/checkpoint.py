@@ -265,9 +265,6 @@ class Checkpointer:
         manager = self.milestones if milestone else self.rolling
         manager.save(step, args=args, force=True)
 
-    def latest_step(self) -> int | None:
-        return self.rolling.latest_step()
-
     def restore(self, step: int, target: TrainState, data_iterator: Any) -> tuple[TrainState, dict]:
         """Restores state (into `target`'s shardings) and the iterator in place; returns meta.
 
