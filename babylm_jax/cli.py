@@ -83,8 +83,10 @@ class Command:
     def config(self, name: str = "config", default: str | None = None, help_string: str = "") -> flags.FlagHolder:
         """A `--name FILE` config flag; `--name.a.b=v` overrides only keys the file has."""
         self.config_files[name] = default
-        return config_flags.DEFINE_config_file(name, default, help_string or "ml_collections config file",
-                                               flag_values=self.flags, lock_config=True)
+        help_string = (help_string or "ml_collections config file") + (f" (default: {default})" if default else "")
+        # The default goes into argv at parse time (`_with_default_configs`): a default given to
+        # config_flags would be loaded, with sys.argv's overrides, when this module is imported.
+        return config_flags.DEFINE_config_file(name, None, help_string, flag_values=self.flags, lock_config=True)
 
     def run(self, main: Callable[[list[str]], Any]) -> None:
         """The entry point: `main(sys.argv)` under the shared error path."""
@@ -192,3 +194,12 @@ def _did_you_mean(config: Any, key: str) -> str:
         config = config[part]
     close = difflib.get_close_matches(leaf, sorted(config.keys()), n=1, cutoff=0.7)
     return f"; did you mean {'.'.join([*parents, close[0]])}?" if close else ""
+
+
+def load_config(path: str, overrides: Sequence[str] = ()) -> Any:
+    """Config file `path` with `--config.a.b=v` overrides, parsed exactly as the commands parse them
+    (for scripts that take several config files); UserError names a bad override."""
+    command = Command("config", "")
+    holder = command.config("config")
+    command.parse(["config", f"--config={path}", *overrides])
+    return holder.value

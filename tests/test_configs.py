@@ -10,7 +10,7 @@ from babylm_jax.training import optim, trainer
 from babylm_jax.training.state import abstract_state
 
 CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"
-CONFIG_FILES = sorted(CONFIG_DIR.glob("*.py"))
+CONFIG_FILES = sorted(p for p in CONFIG_DIR.glob("*.py") if p.stem != "eval")  # eval.py: test_eval_settings.py
 # Recipes named by size: expected total parameters (embeddings included, tied).
 NAMED_SIZES = {"causal_14m": 14e6, "mlm_14m": 14e6, "hybrid_100m": 100e6, "hybrid_100m_tpu_pod": 100e6}
 CPU_MINUTES = {"base": "causal", "base_mlm": "mlm", "base_hybrid": "hybrid"}

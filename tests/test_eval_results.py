@@ -22,8 +22,8 @@ def test_unknown_or_missing_task_is_a_clear_error():
         tasks.select_tasks("zhoblimp,zhoblimpp", FIXTURES)
     with pytest.raises(FileNotFoundError, match="hanzi_pinyin_hidden"):
         tasks.select_tasks("hanzi_pinyin_hidden", FIXTURES)
-    with pytest.raises(SystemExit):
-        evaluate.parse_args(["--workdir", "w", "--data_dir", "d", "--limit", "0"])
+    with pytest.raises(ValueError, match="--limit=0: must be a positive number"):
+        evaluate.main(["evaluate", "--workdir=w", f"--data_dir={FIXTURES}", "--limit=0"])
 
 
 def _result(accuracy: float, figure_writer=None) -> results.TaskResult:
@@ -80,8 +80,9 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     trainer.train_and_evaluate(config, str(workdir))
 
     output = tmp_path / "out" / "results.json"
-    evaluate.main(["--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",
-                   "--output", str(output), "--limit", "2", "--batch_size", "8", "--row_len", "32"])
+    evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",
+                   "--output", str(output), "--limit", "2", "--config.scoring.batch_size=8",
+                   "--config.scoring.row_len=32"])
     printed = capsys.readouterr().out
     assert "skipped hanzi_structure_hidden" in printed and "| zhoblimp | accuracy |" in printed
     official = json.loads(output.read_text())
@@ -89,5 +90,5 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     # --limit 2: each task scores 2 pairs, in 1 or 2 UIDs, so every accuracy is 0, 1/2 or 1.
     assert all(v["accuracy"] in (0.0, 0.5, 1.0) for v in official.values()), official
     details = json.loads(output.with_name("results_details.json").read_text())
-    assert details["metadata"]["checkpoint_step"] == 2 and details["metadata"]["scoring"] == "causal_sum_logprob"
+    assert details["metadata"]["checkpoint_step"] == 2 and details["metadata"]["scoring"] == "causal"
     assert details["tasks"]["zhoblimp"]["num_items"] == 2

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from babylm_jax.data.tokenizer import CharTokenizer
+from babylm_jax.config_files import load_config_file
 from babylm_jax.eval import clue, finetune
+from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
@@ -29,8 +31,8 @@ def tiny_body(family: str, vocab_size: int, seed: int = 0) -> tuple[Transformer,
 TOKENIZER = CharTokenizer(sorted(set(
     FILLER + "甲乙丙好哪个" + "".join(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.json")))
 )), byte_fallback=False)
-FAST = finetune.FinetuneOptions(learning_rate=3e-3, batch_size=16, epochs=6, max_len=24, warmup_ratio=0.1,
-                                length_buckets=(), progress=False)
+FAST = dataclasses.replace(default_settings().finetune["afqmc"], learning_rate=3e-3, batch_size=16, epochs=6,
+                           max_len=24, warmup_ratio=0.1, length_buckets=(), progress=False)
 
 
 def separable_pairs(n: int, seed: int) -> list[clue.Example]:
@@ -166,10 +168,11 @@ def test_registry_runner_on_fixture_files(tmp_path):
     loaded = types.SimpleNamespace(model=body, params=params, tokenizer=TOKENIZER, step=0)
     spec = tasks.get_task("diagnostic_nli")
     # The same shapes as the causal runs above (batch 16, length 24, 3 labels): no new compile.
-    extra = {"finetune.progress": "false", "finetune.max_len": "24", "finetune.batch_size": "16"}
-    options = tasks.EvalOptions(finetune_epochs=2, extra=extra)
+    config = load_config_file(DEFAULT_CONFIG)
+    config.finetune.update(progress=False, max_len=24, batch_size=16, epochs=1)
+    config.finetune.tasks.diagnostic_nli.epochs = 2  # a task's own key wins over the global one
     embedding_before = np.array(params["params"]["embed"]["embedding"])
-    result = spec.run(loaded, FIXTURES, options)
+    result = spec.run(loaded, FIXTURES, EvalSettings.from_config(config))
     # The caller's pretrained params survive (fine-tuning trains a copy), so the next task can use them.
     np.testing.assert_array_equal(params["params"]["embed"]["embedding"], embedding_before)
     assert set(result.values) == {"accuracy"} and 0 <= result.values["accuracy"] <= 1

@@ -40,7 +40,6 @@ def test_afqmc_and_wsc_inputs():
     afqmc = clue.load_clue_task(FIXTURES, "afqmc")
     assert [e.label for e in afqmc.train] == [1, 0, 1] and afqmc.num_outputs == 2
     wsc = clue.load_clue_task(FIXTURES, "cluewsc2020")
-    assert wsc.default_epochs == 30
     assert [e.label for e in wsc.train] == [0, 1]  # "true" -> 0, "false" -> 1
     assert wsc.train[0].choices == (("\"她\"在这段话中指的是\"小红\"吗？", "小明把球给了小红，因为她想玩。"),)
 
@@ -135,20 +134,6 @@ def test_batches_cover_every_example_once_in_fixed_bucket_shapes():
                     assert length == min(x for x in lengths if x >= max(len(r) for r in ids[i]))
                 assert not batch["mask"][slot, len(ids[i]):].any()
         assert sorted(seen) == list(range(37))
-
-
-def test_options_overrides():
-    spec = types.SimpleNamespace(name="cluewsc2020", settings={"epochs": 30})
-    eval_options = types.SimpleNamespace(seed=7, limit=5, finetune_epochs=None,
-                                         extra={"finetune.learning_rate": "1e-4", "finetune.cluewsc2020.batch_size": "16",
-                                                "finetune.afqmc.batch_size": "8", "other": "x"})
-    options = finetune.options_for(spec, eval_options)
-    assert (options.epochs, options.seed, options.limit, options.learning_rate, options.batch_size) == (30, 7, 5, 1e-4, 16)
-    eval_options.finetune_epochs = 2
-    assert finetune.options_for(spec, eval_options).epochs == 2
-    eval_options.extra = {"finetune.lr": "1"}
-    with pytest.raises(ValueError, match="unknown fine-tuning option 'lr'"):
-        finetune.options_for(spec, eval_options)
 
 
 def test_real_data_counts(data_dir):

@@ -14,7 +14,8 @@ import scipy.stats
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.tokenizer import CharTokenizer
 from babylm_jax.eval import cogbench, features, fmri, fmri_synth, ridge
-from babylm_jax.eval.tasks import EvalOptions, TaskSpec
+from babylm_jax.eval.settings import EvalSettings, default_settings
+from babylm_jax.eval.tasks import TaskSpec
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
 
@@ -40,7 +41,7 @@ def test_tr_sampling_matrix_equals_direct_numpy_convolution():
     end = 1.0 + np.cumsum(rng.uniform(0.0, 0.6, 120))
     end[10] = end[9]  # two words in one frame: the first wins
     valid = rng.uniform(size=120) > 0.2
-    settings = fmri.FmriSettings()
+    settings = default_settings().fmri
     grid_length = int(end[valid][-1] * 100)
     reference_trs = -(-grid_length // 71) - 19 - 1
     timing = cogbench.StoryTiming(end, valid, reference_trs)
@@ -97,7 +98,7 @@ def test_planted_signal_is_recovered_near_the_ceiling(synth):
     responses = {s: np.concatenate([cogbench.read_word_responses(root, split, s, len(words[split]))
                                     for split in ("train", "dev")]) for s in ("01", "02")}
     train, dev = _split_rows([70, 30])
-    settings = fmri.WordFmriSettings()
+    settings = default_settings().word_fmri
     planted = fmri.score_word_fmri(x, responses, train, dev, dev, settings)
     shuffled = fmri.score_word_fmri(np.random.default_rng(0).permutation(x), responses, train, dev, dev, settings)
     planted_mean = np.mean([v["score"] for v in planted.values()])
@@ -106,7 +107,7 @@ def test_planted_signal_is_recovered_near_the_ceiling(synth):
     assert np.mean([v["mean_word_r"] for v in planted.values()]) > 0.5
     assert abs(np.mean([v["mean_word_r"] for v in shuffled.values()])) < 0.1
 
-    settings = fmri.FmriSettings(rois=("Language", "Vision"))
+    settings = dataclasses.replace(default_settings().fmri, rois=("Language", "Vision"))
     x = np.concatenate([_planted_story_designs(root, s, settings) for s in ("train", "dev")])
     trs = {}
     for split in ("train", "dev"):
@@ -167,13 +168,18 @@ def test_pooled_features_equal_one_row_at_a_time(loaded):
 
 
 def _spec(name):
-    runner = "babylm_jax.eval.fmri:run_word_fmri" if name == "word_fmri" else "babylm_jax.eval.fmri:run_fmri"
-    settings = {} if name == "word_fmri" else {"rois": ("Language", "Vision")}
-    return TaskSpec(name, "fmri", "mean", runner, ("train/word/word.txt",), folder="cogbench", settings=settings)
+    runner = fmri.run_word_fmri if name == "word_fmri" else fmri.run_fmri
+    return TaskSpec(name, "fmri", "mean", runner, ("train/word/word.txt",), folder="cogbench")
+
+
+def _settings(layer=-1, layers=None) -> EvalSettings:
+    settings = default_settings()
+    discourse = dataclasses.replace(settings.fmri, rois=("Language", "Vision"), layers=layers)
+    return dataclasses.replace(settings, fmri_layer=layer, fmri=discourse)
 
 
 def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
-    word = fmri.run_word_fmri(_spec("word_fmri"), loaded, synth, EvalOptions())
+    word = fmri.run_word_fmri(_spec("word_fmri"), loaded, synth, _settings())
     assert word.details["layer"] == 2 and set(word.details["layer_sweep"]) == {"0", "1", "2"}
     per_subject = word.details["per_subject"]
     assert sorted(per_subject) == ["01", "02"]
@@ -181,7 +187,7 @@ def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
     for s in ("01", "02"):  # the top-10% word mean is never below the all-word mean
         assert per_subject[s] >= word.details["mean_word_r"][s] - 1e-12
     assert word.values["mean"] == pytest.approx(word.details["layer_sweep"]["2"])
-    discourse = fmri.run_fmri(_spec("fmri"), loaded, synth, EvalOptions(fmri_layer=1, extra={"fmri.layers": [1]}))
+    discourse = fmri.run_fmri(_spec("fmri"), loaded, synth, _settings(layer=1, layers=(1,)))
     per_group = discourse.details["per_roi_subject"]
     assert sorted(per_group) == ["Language/01", "Language/02", "Vision/01", "Vision/02"]
     per_roi = discourse.details["per_roi"]
@@ -189,8 +195,7 @@ def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
     assert discourse.values["mean"] == pytest.approx((per_roi["Language"] + per_roi["Vision"]) / 2)
     assert discourse.details["per_roi"]["Vision"] == pytest.approx((per_group["Vision/01"] + per_group["Vision/02"]) / 2)
     assert np.isfinite(discourse.values["mean"]) and "layers" in discourse.figures
-    with pytest.raises(ValueError, match="unknown setting"):
-        fmri.run_fmri(_spec("fmri"), loaded, synth, EvalOptions(extra={"fmri.hrf": 1}))
+    assert set(discourse.details["layer_sweep"]) == {"1"}
 
 
 def test_bad_input_gets_a_clear_message(synth, tmp_path):
@@ -260,7 +265,7 @@ def _official_ridge_train_dev_test(train_x, train_y, dev_x, dev_y, test_x, test_
 
 
 def test_discourse_ridge_and_correlation_are_the_official_ones():
-    settings = fmri.FmriSettings()
+    settings = default_settings().fmri
     assert (settings.ridge_form, settings.rcond, settings.correlation_ddof, settings.word_tokens) == ("svd", 0.0, 1, "split")
     rng = np.random.default_rng(4)
     n_train, n_dev, n_test, dim = 150, 60, 50, 24

@@ -1,4 +1,5 @@
 """Minimal-pair readers, accuracy rules (ties, UNK, macro average) and the task runner."""
+import dataclasses
 import pathlib
 
 import flax.linen as nn
@@ -8,15 +9,16 @@ import pytest
 
 from babylm_jax.data.tokenizer import CharTokenizer
 from babylm_jax.eval import minimal_pairs, scoring, tasks
+from babylm_jax.eval.settings import ScoringSettings, default_settings
 from babylm_jax.model.transformer import ModelConfig, Transformer
-from babylm_jax.training.checkpoint import LoadedModel
+from babylm_jax.loaded import LoadedModel
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 
 
 def _read(task: str, limit=None):
     spec = tasks.get_task(task)
-    return minimal_pairs.read_pairs(spec.find_files(FIXTURES), spec.settings["format"], limit)
+    return minimal_pairs.read_pairs(spec.find_files(FIXTURES), spec.pair_format, limit)
 
 
 def test_readers_map_each_format_to_uid_and_phenomenon():
@@ -114,7 +116,9 @@ def test_unk_rule_flips_exactly_the_items_with_unk():
 def test_run_task_on_fixtures():
     tokenizer = CharTokenizer(_fixture_characters(), byte_fallback=True)
     loaded = _tiny_loaded(tokenizer, family="mlm")
-    result = tasks.get_task("zhoblimp").run(loaded, FIXTURES, tasks.EvalOptions(batch_size=8, row_len=32))
+    settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
+                                                                               within_word_l2r=False))
+    result = tasks.get_task("zhoblimp").run(loaded, FIXTURES, settings)
     assert set(result.values) == {"accuracy"}
     details = result.details
     assert details["num_items"] == 5 and details["num_uids"] == 2 and details["scoring"] == "pll"

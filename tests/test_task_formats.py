@@ -26,7 +26,7 @@ def test_registry_folders_match_the_formats():
     zero_shot = [spec for spec in TASKS.values() if spec.track == "zero_shot"]
     assert len(zero_shot) == 6
     for spec in zero_shot:
-        assert task_formats.pair_format_of_folder(spec.name) == spec.settings["format"]
+        assert task_formats.pair_format_of_folder(spec.name) == spec.pair_format
     finetune = {spec.name for spec in TASKS.values() if spec.track == "finetune"}
     assert finetune == set(task_formats.FINETUNE_FORMATS) | {"c3"} == set(clue.TASK_NAMES)
 

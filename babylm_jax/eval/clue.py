@@ -38,6 +38,7 @@ from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
                                           PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
 from babylm_jax.eval import layout
+from babylm_jax.data.tokenizer import Tokenizer
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
 
@@ -67,7 +68,6 @@ class ClueTask:
     train: list[Example]
     dev: list[Example]
     dropped: dict[str, int]  # split -> rows skipped by the official rules (ocnli "-")
-    default_epochs: int = 10
 
     @property
     def num_outputs(self) -> int:
@@ -239,8 +239,7 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
     if name in _LABELS:
         train, train_dropped = _read_rows(*_split_reader(data_dir, name, "train"))
         dev, dev_dropped = _read_rows(*_split_reader(data_dir, name, "dev"))
-        epochs = 30 if name == "cluewsc2020" else 10
-        return ClueTask(name, "classification", _LABELS[name], train, dev, {"train": train_dropped, "dev": dev_dropped}, epochs)
+        return ClueTask(name, "classification", _LABELS[name], train, dev, {"train": train_dropped, "dev": dev_dropped})
     if name == "c3":
         return ClueTask(name, "multiple_choice", (), _read_c3(task_dir, "train"), _read_c3(task_dir, "dev"), {})
     if name == "diagnostic_nli":
@@ -271,7 +270,7 @@ def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[l
     return framing_for(family).frame_segments(segments), truncated
 
 
-def encode_split(examples: list[Example], tokenizer: Any, family: str, max_len: int) -> EncodedSplit:
+def encode_split(examples: list[Example], tokenizer: Tokenizer, family: str, max_len: int) -> EncodedSplit:
     """Encodes every row of every example (each distinct text once)."""
     cache: dict[str, list[int]] = {}
 

@@ -30,7 +30,7 @@ are dispatched before the results are fetched.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Sequence
 
 import flax.linen as nn
 import jax
@@ -39,6 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 from babylm_jax.data.framing import framing_for
+from babylm_jax.data.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 MIN_BUCKET = 8
@@ -100,7 +101,7 @@ def pooled_hidden_states(model: Transformer, params, rows: Sequence[Sequence[int
     return result
 
 
-def word_features(model: Transformer, params, tokenizer: Any, family: str, words: Sequence[str],
+def word_features(model: Transformer, params, tokenizer: Tokenizer, family: str, words: Sequence[str],
                   **kwargs) -> np.ndarray:
     """[layers, words, D]: each word encoded alone, mean over all its row's positions (specials included)."""
     framing = framing_for(family)
@@ -113,7 +114,7 @@ def word_features(model: Transformer, params, tokenizer: Any, family: str, words
 WORD_TOKENS = ("split", "joined")
 
 
-def _joined_row(tokenizer: Any, words: Sequence[str], separator: str) -> tuple[list[int], list[list[int]]]:
+def _joined_row(tokenizer: Tokenizer, words: Sequence[str], separator: str) -> tuple[list[int], list[list[int]]]:
     """Token ids of the joined words and, per word, the indices of tokens overlapping its characters."""
     text, spans, start = "", [], 0
     for k, word in enumerate(words):
@@ -155,7 +156,7 @@ def _greedy_chunks(sizes: Sequence[int], fits) -> list[list[int]]:
     return chunks
 
 
-def context_rows(tokenizer: Any, words: Sequence[str], room: int, word_tokens: str = "split",
+def context_rows(tokenizer: Tokenizer, words: Sequence[str], room: int, word_tokens: str = "split",
                  separator: str = "") -> list[tuple[list[int], list[list[int]]]]:
     """(ids, token indices per word) of each chunk of one context, at most `room` tokens a chunk."""
     if word_tokens == "split":
@@ -170,7 +171,7 @@ def context_rows(tokenizer: Any, words: Sequence[str], room: int, word_tokens: s
     raise ValueError(f"word_tokens={word_tokens!r}; use one of {WORD_TOKENS}")
 
 
-def story_word_features(model: Transformer, params, tokenizer: Any, family: str,
+def story_word_features(model: Transformer, params, tokenizer: Tokenizer, family: str,
                         contexts: Sequence[Sequence[str]], *, word_tokens: str = "split", separator: str = "",
                         **kwargs) -> np.ndarray:
     """[layers, words, D] for the words of all `contexts` in order, each pooled over its tokens in context."""

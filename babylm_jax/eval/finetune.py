@@ -8,7 +8,8 @@ loop: a batch is [B, C, L] rows (C = 1 for classification, one row per option ot
 options are scored by the shared head and compared by softmax.
 
 Official protocol: AdamW lr 3e-5, batch 32, 10 epochs (cluewsc2020 30), max length 128,
-6% warmup then cosine, weight decay 0.01, seed 42; score = dev accuracy at the best epoch.
+6% warmup then cosine, weight decay 0.01, seed 42 (configs/eval.py, `finetune.*`); score =
+dev accuracy at the best epoch.
 Rows are padded to a few length buckets, so a task compiles one train and one eval
 step per bucket; batches are split over a data-parallel mesh of the local devices.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import pathlib
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import flax.linen as nn
 import jax
@@ -30,56 +31,16 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from babylm_jax.eval import clue
+from babylm_jax.data.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.model.transformer import Transformer, weight_decay_mask
+from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
+from babylm_jax.loaded import LoadedModel, Params
+from babylm_jax.model.transformer import ModelConfig, Transformer, weight_decay_mask
 
 if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import EvalOptions, TaskSpec
+    from babylm_jax.eval.tasks import TaskSpec
 
 NEG_INF = -1e9  # score of a padded option slot
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuneOptions:
-    """The official protocol; any field may be overridden per task."""
-
-    learning_rate: float = 3e-5
-    batch_size: int = 32
-    epochs: int | None = None  # None = the task's official count (10; cluewsc2020 30)
-    max_len: int = 128
-    warmup_ratio: float = 0.06
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0  # Hugging Face Trainer's default clipping
-    head_dropout: float = 0.1
-    seed: int = 42
-    limit: int | None = None  # keep N evenly spaced examples of each split
-    length_buckets: tuple[int, ...] = (32, 64, 128)  # row lengths; max_len is always one
-    progress: bool = True
-
-    def with_overrides(self, overrides: Mapping[str, Any], where: str) -> "FinetuneOptions":
-        """A copy with `overrides` applied; strings are parsed by field type (CLI values)."""
-        fields = {f.name: f for f in dataclasses.fields(self)}
-        values = {}
-        for key, value in overrides.items():
-            if key not in fields:
-                raise ValueError(f"{where}: unknown fine-tuning option {key!r}; known: {sorted(fields)}")
-            values[key] = _parse_option(key, value, getattr(self, key), where) if isinstance(value, str) else value
-        return dataclasses.replace(self, **values)
-
-
-def _parse_option(key: str, text: str, current: Any, where: str) -> Any:
-    try:
-        if key in ("epochs", "limit"):
-            return None if text.lower() == "none" else int(text)
-        if key == "length_buckets":
-            return tuple(int(x) for x in text.split(",") if x.strip())
-        if isinstance(current, bool):
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(text)
-            return text.lower() in ("true", "1")
-        return type(current)(text)
-    except ValueError:
-        raise ValueError(f"{where}: option {key}={text!r} is not a valid {type(current).__name__}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +95,7 @@ def positions_from_mask(mask_RxL: jax.Array) -> jax.Array:
 class FinetuneModel(nn.Module):
     """The pretrained body plus the classifier head; params {"body": ..., "head": ...}."""
 
-    body_config: Any  # ModelConfig
+    body_config: ModelConfig
     num_outputs: int
     multiple_choice: bool
     head_dropout: float = 0.1
@@ -275,18 +236,17 @@ def predict_step(model: FinetuneModel, params: dict, batch: dict) -> jax.Array:
 
 def finetune(
     body_model: Transformer,
-    body_params: dict,
+    body_params: Params,
     task: clue.ClueTask,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     options: FinetuneOptions,
 ) -> FinetuneOutcome:
     """Fine-tunes body + a fresh head on `task.train`; dev accuracy after every epoch."""
     config = body_model.config
-    epochs = options.epochs if options.epochs is not None else task.default_epochs
-    if epochs < 1:
-        raise ValueError(f"fine-tuning epochs must be >= 1, got {epochs}")
+    epochs = options.epochs
     if options.max_len > config.max_len:
-        raise ValueError(f"fine-tuning max_len={options.max_len} is longer than the model's max_len={config.max_len}")
+        raise ValueError(f"config key finetune.max_len={options.max_len} is longer than the model's "
+                         f"max_len={config.max_len}; set it to at most {config.max_len}")
     train = clue.encode_split(task.train, tokenizer, config.family, options.max_len)
     dev = clue.encode_split(task.dev, tokenizer, config.family, options.max_len)
     num_rows = max(len(rows) for rows in train.ids + dev.ids)
@@ -373,10 +333,9 @@ def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.f
 
 
 def run_finetune_task(
-    loaded: Any, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions | None = None
+    loaded: LoadedModel, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions
 ) -> TaskResult:
-    """Reads the task, fine-tunes `loaded` (a LoadedModel) on it, and reports dev accuracy."""
-    options = options or FinetuneOptions()
+    """Reads the task, fine-tunes `loaded` on it with `options`, and reports dev accuracy."""
     task = clue.load_clue_task(data_dir, task_name, options.limit)
     outcome = finetune(loaded.model, loaded.params, task, loaded.tokenizer, options)
     details: dict[str, Any] = {
@@ -402,30 +361,6 @@ def run_finetune_task(
     )
 
 
-def options_for(spec: "TaskSpec", eval_options: "EvalOptions") -> FinetuneOptions:
-    """Protocol defaults <- the registry's per-task settings <- CLI flags and `--extra`.
-
-    `--extra finetune.KEY=VALUE` sets KEY for every task, `--extra finetune.TASK.KEY=VALUE`
-    for one task only (e.g. `finetune.cluewsc2020.learning_rate=1e-5`).
-    """
-    options = FinetuneOptions(seed=eval_options.seed, limit=eval_options.limit)
-    options = options.with_overrides(spec.settings, f"task registry entry {spec.name}")
-    if eval_options.finetune_epochs is not None:
-        options = dataclasses.replace(options, epochs=eval_options.finetune_epochs)
-    everywhere, this_task = {}, {}
-    for key, value in eval_options.extra.items():
-        parts = key.split(".")
-        if parts[0] != "finetune":
-            continue
-        if len(parts) == 2:
-            everywhere[parts[1]] = value
-        elif len(parts) == 3 and parts[1] == spec.name:
-            this_task[parts[2]] = value
-        elif len(parts) != 3 or parts[1] not in clue.TASK_NAMES:
-            raise ValueError(f"--extra {key}: expected finetune.KEY or finetune.TASK.KEY")
-    return options.with_overrides(everywhere, "--extra").with_overrides(this_task, "--extra")
-
-
-def run_task(spec: "TaskSpec", loaded: Any, data_dir: pathlib.Path, eval_options: "EvalOptions") -> TaskResult:
+def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
     """The registry's runner for the six fine-tuning tasks."""
-    return run_finetune_task(loaded, data_dir, spec.name, options_for(spec, eval_options))
+    return run_finetune_task(loaded, data_dir, spec.name, settings.finetune[spec.name])

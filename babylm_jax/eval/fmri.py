@@ -22,7 +22,8 @@ z-scores on the evaluation split, z-scored with ddof 1 as the official `torch.st
 (`correlation_ddof=1`: Pearson r x (M - 1) / M for M TRs); task score = mean over
 ROI x subject.
 
-Choices the description leaves open (each a setting; see `WordFmriSettings`/`FmriSettings`):
+Choices the description leaves open (each a setting in configs/eval.py, `fmri.word_fmri.*` and
+`fmri.fmri.*`; see `settings.WordFmriSettings` / `settings.FmriSettings`):
 - word_fmri features are not row-standardised (that was the legacy no-split mode):
   `standardize_rows=False`.
 - Context for story words: one line of the story, as the official code (`context="sentence"`),
@@ -41,16 +42,12 @@ Choices the description leaves open (each a setting; see `WordFmriSettings`/`Fmr
   (`feature_zscore="matrix"`; `"column"` z-scores each feature).
 - Alpha per voxel instead of per subject/ROI: `alpha_per_voxel=True` (not official).
 - Layer sweep: `layers="all"` (embeddings = 0 ... final normed output = N) or a list; the
-  official value in results.json is the layer `EvalOptions.fmri_layer` (default -1 = last).
-Settings come from the task spec's `settings` and can be overridden with
-`EvalOptions.extra["<task>.<setting>"]`.
+  official value in results.json is the layer `fmri.layer` (default -1 = the last).
 """
 from __future__ import annotations
 
-import ast
-import dataclasses
 import pathlib
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import matplotlib.figure
 import numpy as np
@@ -59,73 +56,11 @@ from tqdm import tqdm
 
 from babylm_jax.eval import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
+from babylm_jax.eval.settings import EvalSettings, FmriSettings, WordFmriSettings
+from babylm_jax.loaded import LoadedModel
 
-
-@dataclasses.dataclass(frozen=True)
-class WordFmriSettings:
-    alpha_logspace: tuple[float, float, int] = (-4.0, 4.0, 10)
-    fit_intercept: bool = True
-    alpha_per_voxel: bool = False
-    top_fraction: float = 0.1
-    standardize_rows: bool = False
-    layers: Any = "all"
-    ridge_form: str = "auto"
-    voxel_chunk: int = 2048
-
-
-@dataclasses.dataclass(frozen=True)
-class FmriSettings:
-    alpha_logspace: tuple[float, float, int] = (-3.0, 3.0, 10)
-    penalty_power: float = 2.0  # ridge penalty = a ** penalty_power (official: a^2)
-    fit_intercept: bool = False
-    alpha_per_voxel: bool = False
-    rois: tuple[str, ...] = cogbench.ROIS
-    context: str = "sentence"
-    word_tokens: str = "split"
-    separator: str = ""
-    tr: float = 0.71
-    oversampling: int = 71
-    grid_hz: int = 100
-    skip_trs: int = 19
-    hrf_length_s: float = 32.0
-    include_last_word: bool = False
-    feature_zscore: str = "matrix"
-    layers: Any = "all"
-    ridge_form: str = "svd"
-    rcond: float = 0.0
-    correlation_ddof: int = 1
-    voxel_chunk: int = 2048
-
-
-def _literal(value: Any) -> Any:
-    """A command-line string as a Python literal ("True", "[1, 2]", "0.5"); other strings unchanged."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return value
-
-
-def resolve_settings(cls, task: str, settings: dict, extra: dict):
-    """`cls` from the spec's settings, overridden by `extra["<task>.<field>"]`; unknown keys are errors."""
-    fields = {f.name for f in dataclasses.fields(cls)}
-    values = dict(settings)
-    values.update({k.split(".", 1)[1]: _literal(v) for k, v in extra.items() if k.startswith(task + ".")})
-    unknown = sorted(set(values) - fields)
-    if unknown:
-        raise ValueError(f"task {task}: unknown setting(s) {unknown}; known: {sorted(fields)}")
-    resolved = cls(**values)
-    if isinstance(resolved, FmriSettings):
-        if resolved.context not in ("sentence", "story"):
-            raise ValueError(f"task {task}: setting context={resolved.context!r}; use 'sentence' or 'story'")
-        if resolved.word_tokens not in features.WORD_TOKENS:
-            raise ValueError(f"task {task}: setting word_tokens={resolved.word_tokens!r}; use one of {features.WORD_TOKENS}")
-        if resolved.feature_zscore not in ("matrix", "column"):
-            raise ValueError(f"task {task}: setting feature_zscore={resolved.feature_zscore!r}; use 'matrix' or 'column'")
-        if abs(resolved.oversampling / resolved.tr - resolved.grid_hz) > 1e-6:
-            raise ValueError(f"task {task}: oversampling / tr must equal grid_hz (the HRF and the word grid share one rate)")
-    return resolved
+if TYPE_CHECKING:
+    from babylm_jax.eval.tasks import TaskSpec
 
 
 def alphas(logspace: Sequence[float]) -> np.ndarray:
@@ -133,10 +68,10 @@ def alphas(logspace: Sequence[float]) -> np.ndarray:
     return np.logspace(low, high, int(count))
 
 
-def layer_list(setting: Any, num_layers: int, chosen: int) -> list[int]:
-    """Layers to score (non-negative indices into the N+1 hidden states), always including `chosen`."""
+def layer_list(setting: tuple[int, ...] | None, num_layers: int, chosen: int) -> list[int]:
+    """Layers to score (non-negative indices into the N+1 hidden states; None = all), always including `chosen`."""
     total = num_layers + 1
-    wanted = range(total) if setting == "all" else [int(x) for x in setting]
+    wanted = range(total) if setting is None else setting
     out = set()
     for layer in [*wanted, chosen]:
         if not -total <= layer < total:
@@ -198,9 +133,9 @@ def _stack_masks(counts: Sequence[int]) -> list[np.ndarray]:
     return masks
 
 
-def run_word_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
+def run_word_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, eval_settings: EvalSettings) -> TaskResult:
     """The word_fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
-    settings = resolve_settings(WordFmriSettings, spec.name, spec.settings, dict(options.extra))
+    settings = eval_settings.word_fmri
     root = spec.root(data_dir)
     train, select, evaluate = cogbench.splits(root)
     used = list(dict.fromkeys([train, select, evaluate]))
@@ -222,7 +157,7 @@ def run_word_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) 
     family = loaded.model.config.family
     layers_LxWxD = features.word_features(loaded.model, loaded.params, loaded.tokenizer, family, all_words,
                                           progress="word_fmri features")
-    chosen = -1 if options.fmri_layer is None else options.fmri_layer
+    chosen = eval_settings.fmri_layer
     sweep = layer_list(settings.layers, loaded.model.config.num_layers, chosen)
     per_layer = {}
     for layer in tqdm(sweep, desc="word_fmri layers"):
@@ -329,9 +264,9 @@ def _group_responses(root: pathlib.Path, used: list[str], stories: dict[str, lis
             yield f"{roi}/{subject}", np.concatenate(parts)
 
 
-def run_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
+def run_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, eval_settings: EvalSettings) -> TaskResult:
     """The discourse fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
-    settings = resolve_settings(FmriSettings, spec.name, spec.settings, dict(options.extra))
+    settings = eval_settings.fmri
     root = spec.root(data_dir)
     train, select, evaluate = cogbench.splits(root)
     used = list(dict.fromkeys([train, select, evaluate]))
@@ -359,7 +294,7 @@ def run_fmri(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> Ta
     x_LxNxD = np.concatenate(designs, axis=1)
     trs = {key: timing.reference_trs for key, timing in timings.items()}
     masks = dict(zip(used, _stack_masks([sum(trs[s, i] for i in stories[s]) for s in used])))
-    chosen = -1 if options.fmri_layer is None else options.fmri_layer
+    chosen = eval_settings.fmri_layer
     num_layers = model.config.num_layers
     sweep = layer_list(settings.layers, num_layers, chosen)
     groups = score_fmri({layer: x_LxNxD[layer] for layer in sweep},

@@ -33,6 +33,7 @@ import scipy.io
 
 from babylm_jax.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
+from babylm_jax.eval.settings import default_settings
 
 MATLAB_73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Jan  1 00:00:00 1970 HDF5 schema 1.00 ."
 
@@ -145,7 +146,7 @@ def _write_word_fmri(root: pathlib.Path, plan: _Plan, word_pool: list[str], word
 def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]], stories_per_split: tuple[int, ...],
                       sentences_per_story: int, rois: tuple[str, ...], roi_voxels: int) -> dict:
     """story/, word times, notPU, node_count_bu and fmri/<roi>/<subject>/ per split; the evaluation split's ceiling."""
-    settings = fmri.FmriSettings()
+    settings = default_settings().fmri  # the HRF and TR grid evaluation uses (configs/eval.py)
     hrf = fmri.spm_hrf(settings.tr, settings.oversampling, settings.hrf_length_s)
     maps = {(r, s): plan.rng.normal(size=(plan.latent_dim, roi_voxels)) for r in rois for s in plan.subjects}
     signals = {key: [] for key in maps}

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Mapping, Sequence
+import weakref
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import PAIR_FORMATS, pair_fields
+from babylm_jax.data.tokenizer import Tokenizer
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
+from babylm_jax.eval.settings import EvalSettings, ScoringSettings
+from babylm_jax.loaded import LoadedModel
+
+if TYPE_CHECKING:
+    from babylm_jax.eval.tasks import TaskSpec
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
@@ -95,7 +102,7 @@ def pair_accuracy(
     }
 
 
-def word_ids_for(tokenizer: Any, text: str, num_tokens: int) -> list[int]:
+def word_ids_for(tokenizer: Tokenizer, text: str, num_tokens: int) -> list[int]:
     """The jieba word index of each token of `text` (by the token's first character)."""
     from babylm_jax.data.words import jieba_words
 
@@ -108,7 +115,7 @@ def word_ids_for(tokenizer: Any, text: str, num_tokens: int) -> list[int]:
 
 def score_pairs(
     scorer: scoring.SentenceScorer,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     pairs: Sequence[Pair],
     within_word_l2r: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,24 +134,27 @@ def score_pairs(
     return scores[:n], scores[n:], has_unk[:n] | has_unk[n:]
 
 
-def _scorer_for(loaded: Any, options: Any) -> scoring.SentenceScorer:
-    """One scorer per loaded model (kept on it), so tasks share compiled kernels."""
-    key = (options.batch_size, options.row_len)
-    cache = getattr(loaded, "_minimal_pair_scorers", None)
-    if cache is None:
-        cache = {}
-        setattr(loaded, "_minimal_pair_scorers", cache)
-    if key not in cache:
-        cache[key] = scoring.SentenceScorer(
+# One scorer per loaded model and shape, so the minimal-pair tasks share compiled kernels;
+# entries go when their model does.
+_SCORERS: weakref.WeakKeyDictionary[LoadedModel, dict[tuple[int, int], scoring.SentenceScorer]] = (
+    weakref.WeakKeyDictionary())
+
+
+def scorer_for(loaded: LoadedModel, settings: ScoringSettings) -> scoring.SentenceScorer:
+    """The (cached) scorer of `loaded` with the batch size and row length of `settings`."""
+    scorers = _SCORERS.setdefault(loaded, {})
+    key = (settings.batch_size, settings.row_len)
+    if key not in scorers:
+        scorers[key] = scoring.SentenceScorer(
             loaded.model, loaded.params, scoring.FAMILY_VARIANT[loaded.model.config.family],
-            loaded.tokenizer.mask_id, batch_size=options.batch_size, row_len=options.row_len,
+            loaded.tokenizer.mask_id, batch_size=settings.batch_size, row_len=settings.row_len,
         )
-    return cache[key]
+    return scorers[key]
 
 
 def evaluate_pairs(
     scorer: scoring.SentenceScorer,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     pairs: Sequence[Pair],
     unk_is_wrong: bool,
     within_word_l2r: bool = False,
@@ -153,19 +163,17 @@ def evaluate_pairs(
     good, bad, has_unk = score_pairs(scorer, tokenizer, pairs, within_word_l2r)
     stats = pair_accuracy(good, bad, [p.uid for p in pairs], [p.phenomenon for p in pairs],
                           has_unk if unk_is_wrong else None)
-    variant = scorer.variant + ("_within_word_l2r" if within_word_l2r and scorer.variant != "causal" else "")
-    return {**stats, "scoring": variant, "unk_rule": bool(unk_is_wrong)}
+    name = scoring.scoring_name(scorer.model.config.family, within_word_l2r)
+    return {**stats, "scoring": name, "unk_rule": bool(unk_is_wrong)}
 
 
-def run_task(spec: Any, loaded: Any, data_dir: pathlib.Path, options: Any) -> TaskResult:
-    """Registry runner for every minimal-pair task (`spec.settings`: format, unk_is_wrong)."""
-    settings: Mapping[str, Any] = spec.settings
+def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    """Registry runner for every minimal-pair task (`spec.pair_format`, `spec.unk_is_wrong`)."""
     files = spec.find_files(data_dir)
-    pairs = read_pairs(files, settings["format"], options.limit)
+    pairs = read_pairs(files, spec.pair_format, settings.limit)
     if not pairs:
         raise ValueError(f"task {spec.name}: no pairs in {', '.join(str(f) for f in files)}")
-    stats = evaluate_pairs(_scorer_for(loaded, options), loaded.tokenizer, pairs,
-                           bool(settings.get("unk_is_wrong", False)), options.within_word_l2r)
+    stats = evaluate_pairs(scorer_for(loaded, settings.scoring), loaded.tokenizer, pairs, spec.unk_is_wrong,
+                           settings.scoring.within_word_l2r)
     figure = phenomenon_figure(f"{spec.name}: accuracy per phenomenon", stats["per_phenomenon"])
     return TaskResult({"accuracy": stats["accuracy"]}, stats, {"per_phenomenon": figure})
-

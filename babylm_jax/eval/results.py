@@ -9,11 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import matplotlib.figure
 
 from babylm_jax.atomic import atomic_write, atomic_write_text
+
+Figure = matplotlib.figure.Figure | Callable[[pathlib.Path], None]  # a figure, or a writer of its PNG
+
 
 @dataclasses.dataclass
 class TaskResult:
@@ -28,10 +31,10 @@ class TaskResult:
 
     values: dict[str, float]
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
-    figures: dict[str, Any] = dataclasses.field(default_factory=dict)
+    figures: dict[str, Figure] = dataclasses.field(default_factory=dict)
 
 
-def save_figure(path: str | pathlib.Path, figure: Any) -> None:
+def save_figure(path: str | pathlib.Path, figure: Figure) -> None:
     """Writes a Figure (or calls a PNG-writing callable) to `path` atomically."""
     if isinstance(figure, matplotlib.figure.Figure):
         atomic_write(path, lambda temp: figure.savefig(temp, format="png", dpi=120))

@@ -19,17 +19,24 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from babylm_jax.loaded import Params
 from babylm_jax.model.transformer import Transformer
 
 VARIANTS = ("causal", "pll", "mntp")
-FAMILY_VARIANT = {"causal": "causal", "mlm": "pll", "hybrid": "mntp"}
+FAMILY_VARIANT = {"causal": "causal", "mlm": "pll", "hybrid": "mntp"}  # the one home of this choice
+
+
+def scoring_name(family: str, within_word_l2r: bool = False) -> str:
+    """How results name the scoring of a family's model, e.g. "causal", "pll_within_word_l2r"."""
+    variant = FAMILY_VARIANT[family]
+    return variant + ("_within_word_l2r" if within_word_l2r and variant != "causal" else "")
 
 
 def masked_copy(tokens: Sequence[int], i: int, mask_id: int, word_ids: Sequence[int] | None) -> list[int]:
@@ -250,7 +257,7 @@ def batch_sizes(num_rows: int, per_batch: int, num_devices: int) -> list[int]:
 
 
 def read_logprobs(
-    model: Transformer, params: Any, batch: dict[str, jax.Array], causal: bool, chunk: int = 512
+    model: Transformer, params: Params, batch: dict[str, jax.Array], causal: bool, chunk: int = 512
 ) -> jax.Array:
     """[B, K] float32 log p(read_target | row) at each read position (hidden state gathered first).
 
@@ -286,7 +293,7 @@ class SentenceScorer:
     def __init__(
         self,
         model: Transformer,
-        params: Any,
+        params: Params,
         variant: str,
         mask_id: int,
         batch_size: int = 64,
@@ -345,13 +352,13 @@ class SentenceScorer:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _reference_log_probs(model: Transformer, params: Any, tokens_L: jax.Array, segments_L: jax.Array) -> jax.Array:
+def _reference_log_probs(model: Transformer, params: Params, tokens_L: jax.Array, segments_L: jax.Array) -> jax.Array:
     """[L, V] log-probs of one row: the reference's forward, compiled once per model and length."""
     return jax.nn.log_softmax(model.apply(params, tokens_L[None], segments_L[None])[0], axis=-1)
 
 
 def reference_scores(
-    model: Transformer, params: Any, sentences: Sequence[Sequence[int]], variant: str, mask_id: int,
+    model: Transformer, params: Params, sentences: Sequence[Sequence[int]], variant: str, mask_id: int,
     word_ids: Sequence[Sequence[int]] | None = None,
 ) -> list[float]:
     """The slow, obvious definition: one sentence (or masked copy) at a time, full logits, Python sum.

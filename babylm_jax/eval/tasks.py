@@ -1,39 +1,29 @@
 """The task registry: one `TaskSpec` per official task; adding a task is one entry in `TASKS`.
 
 A spec names the task's folder under the data directory, the files it needs, its track and
-metric, and its runner as a "module:function" string that is imported only when the task
-runs (so this table never imports fine-tuning or fMRI code). A runner is called as
+metric, and its runner, a function called as
 
-    runner(spec, loaded, data_dir, options) -> results.TaskResult
+    runner(spec, loaded, data_dir, settings) -> results.TaskResult
 
-where `loaded` is a `training.checkpoint.LoadedModel`, `data_dir` the data root and
-`options` an `EvalOptions`. Task-specific settings a runner needs go in `spec.settings`.
+with `loaded` a `LoadedModel`, `data_dir` the data root and `settings` the `EvalSettings`.
+The runners below import their track's module only when a task runs, so this table never
+imports fine-tuning or fMRI code.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import pathlib
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 from babylm_jax.eval import layout
 from babylm_jax.eval.results import TaskResult
 
+if TYPE_CHECKING:
+    from babylm_jax.eval.settings import EvalSettings
+    from babylm_jax.loaded import LoadedModel
+
 TRACKS = ("zero_shot", "finetune", "fmri")
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalOptions:
-    """Options the CLI passes to every runner; a runner reads the ones it needs."""
-
-    limit: int | None = None  # score only the first N items of each task (deterministic)
-    batch_size: int = 256  # rows per scoring batch (minimal pairs): 8192 tokens at row_len 32
-    row_len: int = 32  # packed row length for scoring kernels (short rows waste less attention)
-    within_word_l2r: bool = False  # PLL variant of Kauf & Ivanova (2023); masked/hybrid only
-    finetune_epochs: int | None = None  # None = each task's official number of epochs
-    fmri_layer: int | None = None  # None = the official layer (the last)
-    seed: int = 42
-    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+Runner = Callable[["TaskSpec", "LoadedModel", pathlib.Path, "EvalSettings"], TaskResult]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +38,11 @@ class TaskSpec:
     name: str
     track: str
     metric: str  # the key of the official value in results.json, e.g. "accuracy" or "mean"
-    runner: str  # "package.module:function"
+    runner: Runner
     files: tuple[str, ...]
     folder: str = ""  # defaults to `name`
-    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    pair_format: str = ""  # minimal pairs: the file format (data.task_formats.PAIR_FORMATS)
+    unk_is_wrong: bool = False  # minimal pairs: the hanzi UNK rule
 
     @property
     def directory_name(self) -> str:
@@ -91,48 +82,62 @@ class TaskSpec:
             return str(error)
         return None
 
-    def run(self, loaded: Any, data_dir: str | pathlib.Path, options: EvalOptions) -> TaskResult:
-        """Imports the runner now (lazily) and runs the task."""
-        return _import_runner(self.runner)(self, loaded, pathlib.Path(data_dir), options)
+    def run(self, loaded: LoadedModel, data_dir: str | pathlib.Path, settings: EvalSettings) -> TaskResult:
+        return self.runner(self, loaded, pathlib.Path(data_dir), settings)
 
 
-def _import_runner(target: str) -> Callable[..., TaskResult]:
-    module_name, _, function_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), function_name)
+def _minimal_pairs(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    from babylm_jax.eval import minimal_pairs
+
+    return minimal_pairs.run_task(spec, loaded, data_dir, settings)
 
 
-_MINIMAL_PAIRS = "babylm_jax.eval.minimal_pairs:run_task"
-_FINETUNE = "babylm_jax.eval.finetune:run_task"
+def _finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    from babylm_jax.eval import finetune
+
+    return finetune.run_task(spec, loaded, data_dir, settings)
+
+
+def _word_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    from babylm_jax.eval import fmri
+
+    return fmri.run_word_fmri(spec, loaded, data_dir, settings)
+
+
+def _fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    from babylm_jax.eval import fmri
+
+    return fmri.run_fmri(spec, loaded, data_dir, settings)
+
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("zhoblimp", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("ZhoBLiMP/*.jsonl|*.jsonl",),
-                 settings={"format": "zhoblimp"}),
-        TaskSpec("xcomps_zh", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
-                 settings={"format": "xcomps"}),
-        TaskSpec("hanzi_structure", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
-                 settings={"format": "hanzi_structure", "unk_is_wrong": True}),
-        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
-                 settings={"format": "hanzi_pinyin", "unk_is_wrong": True}),
-        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
-                 settings={"format": "hanzi_structure", "unk_is_wrong": True}),
-        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", _MINIMAL_PAIRS, ("*.jsonl",),
-                 settings={"format": "hanzi_pinyin", "unk_is_wrong": True}),
-        # Fine-tuning: settings are per-task overrides of finetune.FinetuneOptions.
-        TaskSpec("afqmc", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
-        TaskSpec("ocnli", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
-        TaskSpec("tnews", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json")),
-        TaskSpec("cluewsc2020", "finetune", "accuracy", _FINETUNE, ("train.json", "dev.json"),
-                 settings={"epochs": 30}),
-        TaskSpec("c3", "finetune", "accuracy", _FINETUNE,
+        TaskSpec("zhoblimp", "zero_shot", "accuracy", _minimal_pairs, ("ZhoBLiMP/*.jsonl|*.jsonl",),
+                 pair_format="zhoblimp"),
+        TaskSpec("xcomps_zh", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+                 pair_format="xcomps"),
+        TaskSpec("hanzi_structure", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+                 pair_format="hanzi_structure", unk_is_wrong=True),
+        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+                 pair_format="hanzi_pinyin", unk_is_wrong=True),
+        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+                 pair_format="hanzi_structure", unk_is_wrong=True),
+        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+                 pair_format="hanzi_pinyin", unk_is_wrong=True),
+        # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py).
+        TaskSpec("afqmc", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
+        TaskSpec("ocnli", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
+        TaskSpec("tnews", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
+        TaskSpec("c3", "finetune", "accuracy", _finetune,
                  ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
-        TaskSpec("diagnostic_nli", "finetune", "accuracy", _FINETUNE, ("*.json|*.jsonl",)),
-        # fMRI: the CogBench root; settings override fmri.WordFmriSettings / fmri.FmriSettings.
-        TaskSpec("word_fmri", "fmri", "mean", "babylm_jax.eval.fmri:run_word_fmri",
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", _finetune, ("*.json|*.jsonl",)),
+        # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
+        TaskSpec("word_fmri", "fmri", "mean", _word_fmri,
                  ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
                   "dev/word_fmri/*_selected.mat"), folder="cogbench"),
-        TaskSpec("fmri", "fmri", "mean", "babylm_jax.eval.fmri:run_fmri",
+        TaskSpec("fmri", "fmri", "mean", _fmri,
                  ("train/story/story_*.txt", "train/fmri/*/*/story_*.mat", "dev/story/story_*.txt",
                   "dev/fmri/*/*/story_*.mat"), folder="cogbench"),
     )

@@ -9,7 +9,6 @@ Orbax writes each checkpoint to a temporary directory and renames it when comple
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import Any
@@ -23,7 +22,7 @@ from absl import logging
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.data.jsonl import read_json
 from babylm_jax.data.tokenizer import load_tokenizer
-from babylm_jax.model.transformer import Transformer
+from babylm_jax.loaded import LoadedModel
 from babylm_jax.training.state import TrainState, abstract_state
 
 CONFIG_FILE = "config.json"
@@ -334,20 +333,6 @@ class Checkpointer:
     def close(self) -> None:
         self.rolling.close()
         self.milestones.close()
-
-
-@dataclasses.dataclass
-class LoadedModel:
-    """A trained model ready for evaluation."""
-
-    config: ml_collections.ConfigDict
-    model: Transformer
-    params: Any
-    tokenizer: Any
-    step: int
-    tokens_seen: int
-    words_seen: float
-    used_ema: bool
 
 
 def _checkpoint_steps(workdir: str) -> dict[int, str]:

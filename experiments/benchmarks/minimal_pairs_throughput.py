@@ -30,6 +30,7 @@ from babylm_jax.config_files import load_config_file  # noqa: E402
 from babylm_jax.data.framing import framing_for  # noqa: E402
 from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring, tasks  # noqa: E402
+from babylm_jax.eval.settings import default_settings  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
 from babylm_jax.training import metrics  # noqa: E402
 
@@ -85,8 +86,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000, help="pairs for the causal kernel")
     parser.add_argument("--pll_pairs", type=int, default=300, help="pairs for the PLL kernel")
     parser.add_argument("--reference_pairs", type=int, default=100, help="pairs for the slow reference")
-    parser.add_argument("--batch_size", type=int, default=tasks.EvalOptions.batch_size)
-    parser.add_argument("--row_len", type=int, default=tasks.EvalOptions.row_len)
+    scoring_defaults = default_settings().scoring  # configs/eval.py
+    parser.add_argument("--batch_size", type=int, default=scoring_defaults.batch_size)
+    parser.add_argument("--row_len", type=int, default=scoring_defaults.row_len)
     parser.add_argument("--config", default=str(ROOT / "configs" / "base.py"), help="config file of the model size")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per kernel; the best counts")
     args = parser.parse_args()

@@ -4,7 +4,7 @@
     python experiments/benchmarks/train_throughput.py --configs configs/hybrid_100m.py --peak table \
         --lengths 512 128 --steps 5 --repeats 3               # one accelerator (see h200_hybrid_100m.sh)
     python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py
-    python experiments/benchmarks/train_throughput.py --set model.num_layers=2 --set train.batch_size=8
+    python experiments/benchmarks/train_throughput.py --config.model.num_layers=2 --config.train.batch_size=8
 
 For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
 `optim.make_optimizer`, `sharding` meshes and shardings, `trainer.make_train_step` jitted
@@ -28,7 +28,6 @@ dense peak from `training.metrics.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak..
 from __future__ import annotations
 
 import argparse
-import ast
 import pathlib
 import sys
 import time
@@ -40,7 +39,7 @@ import ml_collections
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from babylm_jax.config_files import load_config_file  # noqa: E402
+from babylm_jax import cli  # noqa: E402
 from babylm_jax.data.tokenizer import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, optim, sharding, state as state_lib, trainer  # noqa: E402
@@ -50,21 +49,9 @@ CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py
 
 
 def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
-    """`get_config()` of a config file, with `key=value` overrides (values as Python literals)."""
+    """`get_config()` of a config file (a path, or relative to the repository) with `--config.a.b=v` overrides."""
     file = pathlib.Path(path) if pathlib.Path(path).is_file() else REPO / path
-    if not file.is_file():
-        raise FileNotFoundError(f"config file {path} not found")
-    config = load_config_file(file)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected key=value")
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = raw
-        config.update_from_flattened_dict({key: value})
-    return config
+    return cli.load_config(str(file), overrides)
 
 
 def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
@@ -163,8 +150,6 @@ def labels_for(benches: list[Bench]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--configs", nargs="+", default=list(CPU_CONFIGS))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override for every config, e.g. model.num_layers=2 (repeatable)")
     parser.add_argument("--lengths", type=int, nargs="*", default=None,
                         help="row lengths to time (sequence-length curriculum phases); default train.seq_len")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per repeat")
@@ -173,12 +158,16 @@ def main() -> None:
     parser.add_argument("--memory_only", action="store_true",
                         help="compile from abstract shapes and print XLA's memory analysis; allocate and time nothing")
     parser.add_argument("--matmul_n", type=int, default=2048, help="size of the square f32 matmul peak probe")
-    args = parser.parse_args()
+    parser.epilog = "Any --config.a.b=v is an override for every config, e.g. --config.model.num_layers=2."
+    args, overrides = parser.parse_known_args()
+    unknown = [arg for arg in overrides if not arg.startswith("--config.")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
     benches = []
     for path in args.configs:
-        config = load_config(path, args.set)
+        config = load_config(path, overrides)
         for length in args.lengths or [config.train.seq_len]:
             if length < 1 or config.train.seq_len % length:
                 raise ValueError(f"--lengths {length}: must divide train.seq_len={config.train.seq_len} of {path}")
@@ -220,4 +209,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.report_errors("train_throughput", main)

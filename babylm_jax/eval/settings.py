@@ -1,0 +1,247 @@
+"""Typed evaluation settings per track, built from the evaluation config (`configs/eval.py`).
+
+`EvalSettings.from_config(config, limit)` checks every key before any model is loaded, and
+`check_model` checks what depends on the model (fine-tuning max_len, fMRI layers) before
+any task runs; an error names the config key and the fix, e.g.
+`config key finetune.tasks.c3.epochs=0: must be >= 1`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Iterable, Mapping
+
+import ml_collections
+
+from babylm_jax.config_files import load_config_file
+from babylm_jax.eval import clue, cogbench, features, ridge
+from babylm_jax.model.transformer import ModelConfig
+
+DEFAULT_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "eval.py"  # the one home of the values
+Rule = tuple[str, bool, str]  # (field, holds, what it must be)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringSettings:
+    """Minimal pairs: the sentence-scoring kernels."""
+
+    batch_size: int  # rows per scoring batch
+    row_len: int  # packed row length
+    within_word_l2r: bool  # PLL variant of Kauf & Ivanova (2023); mlm/hybrid only
+
+    def rules(self) -> list[Rule]:
+        return [("batch_size", self.batch_size >= 1, "must be >= 1"),
+                ("row_len", self.row_len >= 2, "must be >= 2 (tokens per packed row)")]
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions:
+    """One fine-tuning task's protocol (the official one unless overridden)."""
+
+    learning_rate: float
+    batch_size: int
+    epochs: int
+    max_len: int
+    warmup_ratio: float
+    weight_decay: float
+    max_grad_norm: float
+    head_dropout: float
+    seed: int
+    length_buckets: tuple[int, ...]  # padded row lengths; max_len is always one
+    progress: bool
+    limit: int | None = None  # keep N evenly spaced examples of each split (`--limit`)
+
+    def rules(self) -> list[Rule]:
+        return [("learning_rate", self.learning_rate > 0, "must be > 0"),
+                ("batch_size", self.batch_size >= 1, "must be >= 1"),
+                ("epochs", self.epochs >= 1, "must be >= 1"),
+                ("max_len", self.max_len >= 8, "must be >= 8 tokens"),
+                ("warmup_ratio", 0 <= self.warmup_ratio < 1, "must be in [0, 1)"),
+                ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
+                ("max_grad_norm", self.max_grad_norm > 0, "must be > 0"),
+                ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
+                ("length_buckets", all(isinstance(b, int) and b > 0 for b in self.length_buckets),
+                 "must be positive integers")]
+
+
+def _ridge_rules(settings: WordFmriSettings | FmriSettings) -> list[Rule]:
+    low_high_count = settings.alpha_logspace
+    return [("alpha_logspace", len(low_high_count) == 3 and low_high_count[0] <= low_high_count[1]
+             and int(low_high_count[2]) >= 1, "must be (low, high, count) with low <= high and count >= 1"),
+            ("ridge_form", settings.ridge_form in ridge.FORMS, f"must be one of {ridge.FORMS}"),
+            ("voxel_chunk", settings.voxel_chunk >= 1, "must be >= 1")]
+
+
+@dataclasses.dataclass(frozen=True)
+class WordFmriSettings:
+    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri.py)."""
+
+    alpha_logspace: tuple[float, float, int]
+    fit_intercept: bool
+    alpha_per_voxel: bool
+    top_fraction: float
+    standardize_rows: bool
+    layers: tuple[int, ...] | None  # the layer sweep; None = every layer
+    ridge_form: str
+    voxel_chunk: int
+
+    def rules(self) -> list[Rule]:
+        return [("top_fraction", 0 < self.top_fraction <= 1, "must be in (0, 1]"), *_ridge_rules(self)]
+
+
+@dataclasses.dataclass(frozen=True)
+class FmriSettings:
+    """fmri (discourse): ridge from in-context word features, HRF-convolved, to TR responses."""
+
+    alpha_logspace: tuple[float, float, int]
+    penalty_power: float
+    fit_intercept: bool
+    alpha_per_voxel: bool
+    rois: tuple[str, ...]
+    context: str
+    word_tokens: str
+    separator: str
+    tr: float
+    oversampling: int
+    grid_hz: int
+    skip_trs: int
+    hrf_length_s: float
+    include_last_word: bool
+    feature_zscore: str
+    layers: tuple[int, ...] | None
+    ridge_form: str
+    rcond: float
+    correlation_ddof: int
+    voxel_chunk: int
+
+    def rules(self) -> list[Rule]:
+        return [("rois", set(self.rois) <= set(cogbench.ROIS) and bool(self.rois),
+                 f"must name regions of {cogbench.ROIS} (() = all)"),
+                ("context", self.context in ("sentence", "story"), "must be 'sentence' or 'story'"),
+                ("word_tokens", self.word_tokens in features.WORD_TOKENS, f"must be one of {features.WORD_TOKENS}"),
+                ("rcond", self.rcond >= 0, "must be >= 0"),
+                ("correlation_ddof", self.correlation_ddof in (0, 1), "must be 0 or 1"),
+                ("feature_zscore", self.feature_zscore in ("matrix", "column"), "must be 'matrix' or 'column'"),
+                ("tr", self.tr > 0, "must be > 0"),
+                ("oversampling", self.oversampling >= 1 and abs(self.oversampling / self.tr - self.grid_hz) < 1e-6,
+                 "oversampling / tr must equal grid_hz (the HRF and the word grid share one rate)"),
+                ("skip_trs", self.skip_trs >= 0, "must be >= 0"),
+                ("hrf_length_s", self.hrf_length_s > 0, "must be > 0"),
+                *_ridge_rules(self)]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """Everything the task runners read, per track."""
+
+    scoring: ScoringSettings
+    finetune: Mapping[str, FinetuneOptions]  # task -> its protocol (task overrides applied)
+    fmri_layer: int  # hidden state reported in results.json (0 = embeddings, -1 = the last)
+    word_fmri: WordFmriSettings
+    fmri: FmriSettings
+    limit: int | None = None  # minimal pairs: the first N items; fine-tuning: N examples per split
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict, limit: int | None = None) -> "EvalSettings":
+        """Builds and checks the settings; ValueError names the first bad config key."""
+        if limit is not None and limit <= 0:
+            raise ValueError(f"--limit={limit}: must be a positive number of items (or left out for all)")
+        sections = _sections(config, ("scoring", "finetune", "fmri"), "")
+        fmri = _sections(sections["fmri"], ("layer", "word_fmri", "fmri"), "fmri.")
+        if not isinstance(fmri["layer"], int):
+            raise ValueError(f"config key fmri.layer={fmri['layer']!r}: must be an integer hidden-state index")
+        return cls(
+            scoring=build(ScoringSettings, sections["scoring"], "scoring."),
+            finetune=finetune_options(sections["finetune"], limit),
+            fmri_layer=fmri["layer"],
+            word_fmri=build(WordFmriSettings, _fmri_values(fmri["word_fmri"], "fmri.word_fmri."), "fmri.word_fmri."),
+            fmri=build(FmriSettings, _fmri_values(fmri["fmri"], "fmri.fmri."), "fmri.fmri."),
+            limit=limit,
+        )
+
+    def check_model(self, model: ModelConfig, tasks: Iterable[str]) -> None:
+        """Refuses settings the model cannot run for `tasks` (names), naming the key that fixes it."""
+        tasks = set(tasks)
+        for task in sorted(tasks):
+            if task in self.finetune and self.finetune[task].max_len > model.max_len:
+                raise ValueError(
+                    f"config key finetune.max_len (or finetune.tasks.{task}.max_len)="
+                    f"{self.finetune[task].max_len} is longer than the model's max_len={model.max_len}; "
+                    f"set it to at most {model.max_len}")
+        hidden_states = model.num_layers + 1
+        wanted = {"fmri.layer": (self.fmri_layer,) if tasks & {"word_fmri", "fmri"} else (),
+                  "fmri.word_fmri.layers": (self.word_fmri.layers or ()) if "word_fmri" in tasks else (),
+                  "fmri.fmri.layers": (self.fmri.layers or ()) if "fmri" in tasks else ()}
+        for key, layers in wanted.items():
+            for layer in layers:
+                if not -hidden_states <= layer < hidden_states:
+                    raise ValueError(f"config key {key}: layer {layer} is out of range for the model's "
+                                     f"{hidden_states} hidden states (0..{model.num_layers}, or negative from the end)")
+
+
+def default_settings(limit: int | None = None) -> EvalSettings:
+    """The settings of `DEFAULT_CONFIG` (configs/eval.py), without overrides."""
+    return EvalSettings.from_config(load_config_file(DEFAULT_CONFIG), limit)
+
+
+def _sections(config: Mapping[str, Any], names: tuple[str, ...], prefix: str) -> dict[str, Any]:
+    keys = set(config.keys())
+    unknown, missing = sorted(keys - set(names)), sorted(set(names) - keys)
+    if unknown or missing:
+        raise ValueError(f"evaluation config: unknown key(s) {[prefix + k for k in unknown]}, missing key(s) "
+                         f"{[prefix + k for k in missing]} (compare with configs/eval.py)")
+    return {name: config[name] for name in names}
+
+
+def build(cls: type, values: Mapping[str, Any], prefix: str, given: Mapping[str, Any] | None = None,
+          prefixes: Mapping[str, str] | None = None) -> Any:
+    """`cls(**values, **given)` checked: unknown, missing and invalid keys are named (ValueError).
+
+    A key is named `prefix + key`, or `prefixes[key] + key` where given (per-task overrides).
+    """
+    given, prefixes = dict(given or {}), dict(prefixes or {})
+    name = lambda key: prefixes.get(key, prefix) + key  # noqa: E731
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(values).items()}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown config key(s) {', '.join(map(name, unknown))}; known: {sorted(fields)}")
+    missing = sorted(k for k, f in fields.items()
+                     if k not in values and k not in given and f.default is dataclasses.MISSING)
+    if missing:
+        raise ValueError(f"config key(s) {', '.join(map(name, missing))} missing (see configs/eval.py)")
+    built = cls(**values, **given)
+    for field, holds, rule in built.rules():
+        if not holds:
+            raise ValueError(f"config key {name(field)}={getattr(built, field)!r}: {rule}")
+    return built
+
+
+def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> dict[str, FinetuneOptions]:
+    """Per task: the global `finetune.<key>` values with `finetune.tasks.<task>.<key>` (when set) over them."""
+    common = {k: v for k, v in dict(finetune).items() if k != "tasks"}
+    per_task = dict(finetune.get("tasks") or {})
+    unknown = sorted(set(per_task) - set(clue.TASK_NAMES))
+    if unknown:
+        raise ValueError(f"config key finetune.tasks.{unknown[0]}: not a fine-tuning task; known: {list(clue.TASK_NAMES)}")
+    options = {}
+    for task in clue.TASK_NAMES:
+        overrides = {k: v for k, v in dict(per_task.get(task) or {}).items() if v is not None}
+        options[task] = build(FinetuneOptions, {**common, **overrides}, "finetune.", {"limit": limit},
+                              {k: f"finetune.tasks.{task}." for k in overrides})
+    return options
+
+
+def _fmri_values(section: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The section's values with `layers` ("all" or "0,2,-1") as a tuple (None = all) and () rois as all."""
+    values = dict(section)
+    layers = values.get("layers", "all")
+    if isinstance(layers, str):
+        try:
+            values["layers"] = None if layers.strip() == "all" else tuple(int(x) for x in layers.split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"config key {prefix}layers={layers!r}: use 'all' or comma-separated layer indices, "
+                             "e.g. '0,2,-1'") from None
+    if "rois" in values and not values["rois"]:
+        values["rois"] = cogbench.ROIS
+    return values

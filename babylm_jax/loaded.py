@@ -1,0 +1,30 @@
+"""A trained model as evaluation and export use it: the run's config, model, params, tokenizer.
+
+`training.checkpoint.load_for_eval` builds one from a workdir; the evaluation runners and
+the Hugging Face export read it. Imports only the model and data floors.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import ml_collections
+
+from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.model.transformer import Transformer
+
+Params = Mapping[str, Any]  # the flax variables {"params": {...}}, host arrays
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # eq=False: hashed by identity (caches keyed by model)
+class LoadedModel:
+    """A trained model ready for evaluation or export, and where it came from."""
+
+    config: ml_collections.ConfigDict  # the run's config (config.json)
+    model: Transformer
+    params: Params
+    tokenizer: Tokenizer
+    step: int
+    tokens_seen: int
+    words_seen: float
+    used_ema: bool  # params are the EMA params
