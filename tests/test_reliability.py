@@ -12,7 +12,10 @@ Cases (issue 14):
 - a second run on a held workdir is refused at once naming the holder's pid; the lock of a
   dead process is taken over; leftovers of interrupted writes are removed at the next start;
 - files are written with the user's umask;
-- metrics.jsonl: a partial last line is repaired on resume and each step is logged once.
+- metrics.jsonl: a partial last line is repaired on resume and each step is logged once;
+- a token cache or counted corpus shard changed or truncated after prepare is rebuilt, with
+  a warning naming the file, never used as it is;
+- prepare's worker processes exit when their parent is killed.
 """
 import json
 import os
@@ -22,10 +25,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from conftest import tiny_config
 
 from babylm_jax import atomic
+from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.training import checkpoint, trainer
 from babylm_jax.workdir import WorkdirError, workdir_lock
 
@@ -209,3 +214,28 @@ def test_prepare_workers_exit_with_their_parent(tmp_path):
     while time.monotonic() < deadline and any(_running(p) for p in workers):
         time.sleep(0.2)
     assert not any(_running(p) for p in workers)
+
+
+def _reverse_npy(path):
+    np.save(path, np.load(path)[::-1].copy())  # same size, other content
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+@pytest.mark.parametrize("where,damage", [
+    ("tokens-*/tokens.npy", _reverse_npy),
+    ("tokens-*/word_starts.npy", _truncate),
+    ("shards/00000/texts.json", _truncate),
+])
+def test_a_changed_cache_is_rebuilt_never_used(where, damage, tiny_corpus_dir, tmp_path, caplog):
+    config = tiny_config(tiny_corpus_dir)
+    first = prepare_corpus(config, tmp_path)
+    tokens = np.array(first.tokens.tokens)
+    [path] = first.corpus.root.glob(where)
+    damage(path)
+    again = prepare_corpus(config, tmp_path)
+    assert str(path) in caplog.text and "damaged" in caplog.text
+    np.testing.assert_array_equal(again.tokens.tokens, tokens)
+    assert prepare_corpus(config, tmp_path).budget_report == first.budget_report

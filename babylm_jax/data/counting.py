@@ -6,7 +6,9 @@ Layout under `<workdir>/data/`:
                                      packed), char_counts.json, dropped_lines.json,
                                      raw_words.json (source -> the official count of the
                                      documents as read, before normalisation and filtering)
-    corpus-<ckey>/index.json         the number of shards, written last
+    corpus-<ckey>/index.json         the number of shards and the size and sha256 of every shard
+                                     file, written last; checked at each load (damaged shards
+                                     are counted again)
 `ckey` (cache_keys.corpus_key) hashes the corpus files and reading/normalisation settings.
 Every shard is written to a temporary path and renamed, so an interrupted run leaves only
 whole shards; a re-run skips them.
@@ -17,12 +19,15 @@ import collections
 import dataclasses
 import json
 import pathlib
+import shutil
 from typing import Callable, Iterator
 
 import numpy as np
+from absl import logging
 
 from babylm_jax.atomic import atomic_dir, atomic_write_json
 from babylm_jax.data import corpus, words
+from babylm_jax.data.cache_integrity import file_records, problems
 from babylm_jax.data.cache_keys import corpus_key
 from babylm_jax.data.config import DataConfig
 from babylm_jax.data.workers import num_workers, run_tasks
@@ -131,7 +136,7 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
     sources = corpus.list_sources(data_config)
     directory = root / f"corpus-{corpus_key(data_config, sources, line_filter)}"
     index_path = directory / "index.json"
-    if index_path.exists():
+    if index_path.exists() and not _remove_damaged_shards(directory):
         n = json.loads(index_path.read_text())["shards"]
         cache = CorpusCache(directory, sources, [directory / "shards" / f"{i:05d}" for i in range(n)])
         if not all((d / "raw_words.json").exists() for d in cache.shard_dirs):  # counted before words_raw existed
@@ -155,5 +160,27 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)
         raise corpus.CorpusError(f"Empty corpus: no text in {names} after normalisation")
-    atomic_write_json(index_path, {"shards": len(shard_dirs)})
+    atomic_write_json(index_path, {"shards": len(shard_dirs), "files": file_records(directory / "shards")})
     return cache
+
+
+def _remove_damaged_shards(directory: pathlib.Path) -> bool:
+    """Checks the counted shards against the sizes and checksums in index.json; removes damaged
+    shards (and the index, so they are counted again) with a warning naming them. True if any."""
+    index_path = directory / "index.json"
+    try:
+        recorded = json.loads(index_path.read_text()).get("files")
+    except (ValueError, AttributeError):
+        logging.warning("%s is damaged; counting the shards it lists again where they are not whole", index_path)
+        index_path.unlink()
+        return True
+    if recorded is None:  # counted before checksums were recorded
+        return False
+    damaged = problems(directory / "shards", recorded)
+    if not damaged:
+        return False
+    for name, problem in damaged.items():
+        logging.warning("counted corpus shard damaged (%s); counting it again", problem)
+        shutil.rmtree(directory / "shards" / name.split("/")[0], ignore_errors=True)
+    index_path.unlink()
+    return True

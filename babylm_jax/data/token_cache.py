@@ -4,7 +4,9 @@ Layout under `<workdir>/data/corpus-<ckey>/`:
     tokens-<tkey>/     tokens.npy (uint16/uint32, documents framed as the model family's
                        framing says: [bos] ids [eos] or [cls] ids [sep]), doc_offsets.npy,
                        doc_words.npy, word_starts.npy (uint8 per token), index.json (written
-                       last); tokenizer/ (the tokenizer they used)
+                       last, with the size and sha256 of every other file, checked at each
+                       load: a changed or truncated cache is rebuilt); tokenizer/ (the
+                       tokenizer they used)
 `tkey` (cache_keys.token_cache_key) adds the tokenizer settings and the framing to the
 corpus key. Each shard is tokenised into `tokens-<tkey>.shards/` (whole shards only; a
 re-run skips them), then the shards are merged into one directory, renamed into place.
@@ -17,8 +19,10 @@ import pathlib
 import shutil
 
 import numpy as np
+from absl import logging
 
 from babylm_jax.atomic import atomic_dir, atomic_write_json
+from babylm_jax.data.cache_integrity import file_records, problems
 from babylm_jax.data.counting import CorpusCache
 from babylm_jax.data.framing import Framing
 from babylm_jax.data.tokenizer import Tokenizer, load_tokenizer
@@ -61,6 +65,16 @@ def token_dtype(vocab_size: int) -> type:
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
+def cache_problem(directory: pathlib.Path) -> str | None:
+    """What is wrong with a finished token cache (a changed, truncated or missing file), or None."""
+    index_path = directory / "index.json"
+    try:
+        recorded = json.loads(index_path.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{index_path} has no record of the files' sizes and checksums"
+    return next(iter(problems(directory, recorded).values()), None)
+
+
 @dataclasses.dataclass
 class TokenCache:
     """Flat token arrays (memory-mapped) of a tokenised corpus."""
@@ -90,7 +104,11 @@ def tokenize_corpus(
     """
     directory = cache.root / f"tokens-{key}"
     if (directory / "index.json").exists():
-        return TokenCache.load(directory)
+        problem = cache_problem(directory)
+        if problem is None:
+            return TokenCache.load(directory)
+        logging.warning("token cache %s is damaged (%s); rebuilding it", directory, problem)
+        shutil.rmtree(directory)
     shard_root = cache.root / f"tokens-{key}.shards"
     tasks = [
         (str(d), str(shard_root / d.name), str(tokenizer_dir), framing)
@@ -107,6 +125,7 @@ def tokenize_corpus(
         np.save(tmp / "doc_offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
         np.save(tmp / "doc_words.npy", cache.doc_array("doc_words"))
         shutil.copytree(tokenizer_dir, tmp / "tokenizer")
-        atomic_write_json(tmp / "index.json", {"documents": int(len(lengths)), "tokens": int(len(tokens))})
+        atomic_write_json(tmp / "index.json", {"documents": int(len(lengths)), "tokens": int(len(tokens)),
+                                               "files": file_records(tmp)})
     shutil.rmtree(shard_root, ignore_errors=True)
     return TokenCache.load(directory)
