@@ -219,3 +219,12 @@ def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp
     checkpoint.check_config(str(tmp_path), config)
     checkpoint.write_config(str(tmp_path), config)
     assert checkpoint.load_config(str(tmp_path)).model.d_model == 64
+
+
+def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    text = trainer.format_outputs(str(tmp_path))
+    assert f"{tmp_path / 'checkpoints'}    checkpoints (params" in text and f"{tmp_path / 'metrics.jsonl'}  training" in text
+    assert "milestones" not in text and "summary.json" not in text  # only what exists
+    assert f"python -m babylm_jax.export --workdir {tmp_path} --output {tmp_path / 'hf'}" in text

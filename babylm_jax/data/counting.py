@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import logging
 import pathlib
 import shutil
 from typing import Callable, Iterator
@@ -131,6 +132,16 @@ def _raw_shards(sources: list[corpus.Source], data_config: DataConfig) -> Iterat
         yield shard
 
 
+def _shards_to_count(sources: list[corpus.Source], data_config: DataConfig, directory: pathlib.Path) -> int:
+    """How many shards still need counting: one quick read of the corpus (its skipped-line warnings muted), for the bar."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        return sum(not (directory / "shards" / f"{i:05d}").exists() for i, _ in enumerate(_raw_shards(sources, data_config)))
+    finally:
+        logging.disable(previous)
+
+
 def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) -> CorpusCache:
     """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards."""
     sources = corpus.list_sources(data_config)
@@ -142,7 +153,8 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
         if not all((d / "raw_words.json").exists() for d in cache.shard_dirs):  # counted before words_raw existed
             raw_tasks = ((str(d), raw) for d, raw in zip(cache.shard_dirs, _raw_shards(sources, data_config))
                          if not (d / "raw_words.json").exists())
-            run_tasks(count_raw_shard, raw_tasks, num_workers(data_config.num_workers), None, "count words as read",
+            missing = sum(not (d / "raw_words.json").exists() for d in cache.shard_dirs)
+            run_tasks(count_raw_shard, raw_tasks, num_workers(data_config.num_workers), missing, "count words as read",
                       initializer=_init_worker)
         return cache
     normalize = data_config.normalize
@@ -155,7 +167,8 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
             if not out.exists():
                 yield (str(out), raw, normalize, line_filter)
 
-    run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), None, "count words", initializer=_init_worker)
+    total = _shards_to_count(sources, data_config, directory)
+    run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), total, "count words", initializer=_init_worker)
     cache = CorpusCache(directory, sources, shard_dirs)
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)

@@ -19,6 +19,7 @@ import sentencepiece as spm
 
 from babylm_jax.atomic import atomic_write_bytes
 from babylm_jax.data.jsonl import read_json
+from babylm_jax.progress import elapsed
 
 if TYPE_CHECKING:
     from babylm_jax.data.config import TokenizerConfig
@@ -314,27 +315,28 @@ def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_si
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())
     try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences,
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=config.kind,
-            character_coverage=float(config.character_coverage),
-            byte_fallback=bool(config.byte_fallback),
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            control_symbols=list(SPECIAL_PIECES[MASK_ID:]),
-            normalization_rule_name="identity",
-            add_dummy_prefix=False,
-            remove_extra_whitespaces=False,
-            split_digits=True,
-            required_chars="".join(required),
-            max_sentence_length=1 << 16,
-            num_threads=os.cpu_count() or 1,
-            minloglevel=2,
-        )
+        with elapsed(f"SentencePiece: training {config.kind}, vocab {vocab_size:,}"):
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=sentences,
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=config.kind,
+                character_coverage=float(config.character_coverage),
+                byte_fallback=bool(config.byte_fallback),
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                control_symbols=list(SPECIAL_PIECES[MASK_ID:]),
+                normalization_rule_name="identity",
+                add_dummy_prefix=False,
+                remove_extra_whitespaces=False,
+                split_digits=True,
+                required_chars="".join(required),
+                max_sentence_length=1 << 16,
+                num_threads=os.cpu_count() or 1,
+                minloglevel=2,
+            )
     except RuntimeError as e:
         raise ValueError(
             f"SentencePiece training failed for data.tokenizer.kind={config.kind!r}, "

@@ -364,7 +364,30 @@ def _train(config: ml_collections.ConfigDict, workdir: str, model: Transformer, 
         atomic_write_json(os.path.join(workdir, "summary.json"), summary)
         metrics_lib.plot_learning_curves(workdir)
         print(format_summary(summary))
+        print(format_outputs(workdir))
     return summary
+
+
+RUN_OUTPUTS = (  # (path in the workdir, what it holds), listed at the end of a run when present
+    ("checkpoints", "checkpoints (params, optimizer, data iterator)"),
+    ("milestones", "word-milestone checkpoints"),
+    ("metrics.jsonl", "training and eval metrics, one JSON line per log step"),
+    ("learning_curves.png", "loss and throughput curves"),
+    ("summary.json", "this summary"),
+    ("budget.json", "jieba word counts against the budget"),
+    ("tokenizer", "the tokenizer"),
+    ("config.json", "the resolved config"),
+)
+
+
+def format_outputs(workdir: str) -> str:
+    """Where the run's outputs are, and the commands that take them further."""
+    rows = [(os.path.join(workdir, name), what) for name, what in RUN_OUTPUTS if os.path.exists(os.path.join(workdir, name))]
+    width = max((len(path) for path, _ in rows), default=0)
+    return "\n".join(
+        ["Outputs"] + [f"  {path.ljust(width)}  {what}" for path, what in rows]
+        + ["Next", f"  python -m babylm_jax.evaluate --workdir {workdir} --data_dir DATA_DIR",
+           f"  python -m babylm_jax.export --workdir {workdir} --output {os.path.join(workdir, 'hf')}"])
 
 
 def format_summary(s: dict) -> str:
