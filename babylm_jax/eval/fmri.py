@@ -47,7 +47,7 @@ Choices the description leaves open (each a setting in configs/eval.py, `fmri.wo
 from __future__ import annotations
 
 import pathlib
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import matplotlib.figure
 import numpy as np
@@ -133,18 +133,27 @@ def _stack_masks(counts: Sequence[int]) -> list[np.ndarray]:
     return masks
 
 
+def _splits_and_subjects(root: pathlib.Path, task: str, subjects_of: Callable[[str], list[str]]
+                         ) -> tuple[tuple[str, str, str], list[str], list[str]]:
+    """The (train, selection, evaluation) splits, the distinct ones in use, and the train split's
+    subjects, each checked present in every split in use (FileNotFoundError names the missing)."""
+    train, select, evaluate = cogbench.splits(root)
+    used = list(dict.fromkeys([train, select, evaluate]))
+    subjects = subjects_of(train)
+    for split in used[1:]:
+        missing = sorted(set(subjects) - set(subjects_of(split)))
+        if missing:
+            raise FileNotFoundError(f"{task}: subject(s) {missing} have no responses in split {split!r} under {root}")
+    return (train, select, evaluate), used, subjects
+
+
 def run_word_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, eval_settings: EvalSettings) -> TaskResult:
     """The word_fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
     settings = eval_settings.word_fmri
     root = spec.root(data_dir)
-    train, select, evaluate = cogbench.splits(root)
-    used = list(dict.fromkeys([train, select, evaluate]))
+    (train, select, evaluate), used, subjects = _splits_and_subjects(
+        root, "word_fmri", lambda split: cogbench.word_subjects(root, split))
     words = {s: cogbench.read_words(root, s) for s in used}
-    subjects = cogbench.word_subjects(root, train)
-    for split in used[1:]:
-        missing = sorted(set(subjects) - set(cogbench.word_subjects(root, split)))
-        if missing:
-            raise FileNotFoundError(f"word_fmri: subject(s) {missing} have no responses in split {split!r} under {root}")
     responses = {}
     for subject in subjects:
         parts = [cogbench.read_word_responses(root, s, subject, len(words[s])) for s in used]
@@ -268,14 +277,9 @@ def run_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, eval_s
     """The discourse fmri task on the CogBench root (`<data_dir>/cogbench/` or the official `cogbench-fmri-0415/`)."""
     settings = eval_settings.fmri
     root = spec.root(data_dir)
-    train, select, evaluate = cogbench.splits(root)
-    used = list(dict.fromkeys([train, select, evaluate]))
+    (train, select, evaluate), used, subjects = _splits_and_subjects(
+        root, "fmri", lambda split: cogbench.fmri_subjects(root, split, settings.rois))
     stories = {s: cogbench.story_ids(root, s) for s in used}
-    subjects = cogbench.fmri_subjects(root, train, settings.rois)
-    for split in used[1:]:
-        missing = sorted(set(subjects) - set(cogbench.fmri_subjects(root, split, settings.rois)))
-        if missing:
-            raise FileNotFoundError(f"fmri: subject(s) {missing} missing in split {split!r} under {root}")
     texts, timings = {}, {}
     for split in used:  # read and check every side file before the model runs
         for story_id in stories[split]:

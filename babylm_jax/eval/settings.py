@@ -64,39 +64,41 @@ class FinetuneOptions:
                  "must be positive integers")]
 
 
-def _ridge_rules(settings: WordFmriSettings | FmriSettings) -> list[Rule]:
-    low_high_count = settings.alpha_logspace
-    return [("alpha_logspace", len(low_high_count) == 3 and low_high_count[0] <= low_high_count[1]
-             and int(low_high_count[2]) >= 1, "must be (low, high, count) with low <= high and count >= 1"),
-            ("ridge_form", settings.ridge_form in ridge.FORMS, f"must be one of {ridge.FORMS}"),
-            ("voxel_chunk", settings.voxel_chunk >= 1, "must be >= 1")]
-
-
 @dataclasses.dataclass(frozen=True)
-class WordFmriSettings:
-    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri.py)."""
+class RidgeSettings:
+    """What both fMRI tasks set: the ridge grid and route, and the layer sweep."""
 
-    alpha_logspace: tuple[float, float, int]
+    alpha_logspace: tuple[float, float, int]  # np.logspace(low, high, count) alphas
     fit_intercept: bool
     alpha_per_voxel: bool
-    top_fraction: float
-    standardize_rows: bool
     layers: tuple[int, ...] | None  # the layer sweep; None = every layer
     ridge_form: str
     voxel_chunk: int
 
     def rules(self) -> list[Rule]:
-        return [("top_fraction", 0 < self.top_fraction <= 1, "must be in (0, 1]"), *_ridge_rules(self)]
+        low, high, count = (tuple(self.alpha_logspace) + (0, 0, 0))[:3]
+        return [("alpha_logspace", len(self.alpha_logspace) == 3 and low <= high and int(count) >= 1,
+                 "must be (low, high, count) with low <= high and count >= 1"),
+                ("ridge_form", self.ridge_form in ridge.FORMS, f"must be one of {ridge.FORMS}"),
+                ("voxel_chunk", self.voxel_chunk >= 1, "must be >= 1")]
 
 
 @dataclasses.dataclass(frozen=True)
-class FmriSettings:
+class WordFmriSettings(RidgeSettings):
+    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri.py)."""
+
+    top_fraction: float
+    standardize_rows: bool
+
+    def rules(self) -> list[Rule]:
+        return [("top_fraction", 0 < self.top_fraction <= 1, "must be in (0, 1]"), *super().rules()]
+
+
+@dataclasses.dataclass(frozen=True)
+class FmriSettings(RidgeSettings):
     """fmri (discourse): ridge from in-context word features, HRF-convolved, to TR responses."""
 
-    alpha_logspace: tuple[float, float, int]
     penalty_power: float
-    fit_intercept: bool
-    alpha_per_voxel: bool
     rois: tuple[str, ...]
     context: str
     word_tokens: str
@@ -108,11 +110,8 @@ class FmriSettings:
     hrf_length_s: float
     include_last_word: bool
     feature_zscore: str
-    layers: tuple[int, ...] | None
-    ridge_form: str
     rcond: float
     correlation_ddof: int
-    voxel_chunk: int
 
     def rules(self) -> list[Rule]:
         return [("rois", set(self.rois) <= set(cogbench.ROIS) and bool(self.rois),
@@ -127,7 +126,7 @@ class FmriSettings:
                  "oversampling / tr must equal grid_hz (the HRF and the word grid share one rate)"),
                 ("skip_trs", self.skip_trs >= 0, "must be >= 0"),
                 ("hrf_length_s", self.hrf_length_s > 0, "must be > 0"),
-                *_ridge_rules(self)]
+                *super().rules()]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -390,7 +390,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
     state, meta = _restore_for_eval(root, step, target)
     has_ema = state.ema_params is not None
     if use_ema and not has_ema:
-        raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); drop --use_ema")
+        raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); use --use_ema=auto or --use_ema=no")
     chosen_ema = has_ema if use_ema is None else use_ema
     params = jax.device_get(state.ema_params if chosen_ema else state.params)
     return LoadedModel(
