@@ -54,6 +54,7 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
         (shard / "raw_words.json").unlink()
     again = counting.count_corpus(data_config, tmp_path / "data")
     assert again.root == cache.root and again.raw_words() == cache.raw_words() == {0: report["words_raw"]}
+    assert "00000/raw_words.json" in json.loads((cache.root / "index.json").read_text())["files"]  # checksummed again
     between = budget.budget_report(cache, word_budget=report["words"], allow_over_budget=False)
     with pytest.raises(budget.BudgetError, match=rf"as read: {report['words_raw']:,}; as trained on: {report['words']:,}"):
         budget.enforce_budget(between, tmp_path / "budget.json")  # the larger count is the one enforced

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import logging
+import logging as stdlib_logging
 import pathlib
 import shutil
 from typing import Callable, Iterator
@@ -134,12 +134,12 @@ def _raw_shards(sources: list[corpus.Source], data_config: DataConfig) -> Iterat
 
 def _shards_to_count(sources: list[corpus.Source], data_config: DataConfig, directory: pathlib.Path) -> int:
     """How many shards still need counting: one quick read of the corpus (its skipped-line warnings muted), for the bar."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
+    previous = stdlib_logging.root.manager.disable
+    stdlib_logging.disable(stdlib_logging.WARNING)
     try:
         return sum(not (directory / "shards" / f"{i:05d}").exists() for i, _ in enumerate(_raw_shards(sources, data_config)))
     finally:
-        logging.disable(previous)
+        stdlib_logging.disable(previous)
 
 
 def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) -> CorpusCache:
@@ -156,6 +156,8 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
             missing = sum(not (d / "raw_words.json").exists() for d in cache.shard_dirs)
             run_tasks(count_raw_shard, raw_tasks, num_workers(data_config.num_workers), missing, "count words as read",
                       initializer=_init_worker)
+            if "files" in json.loads(index_path.read_text()):  # record the new files' checksums too
+                atomic_write_json(index_path, {"shards": n, "files": file_records(directory / "shards")})
         return cache
     normalize = data_config.normalize
     shard_dirs: list[pathlib.Path] = []
