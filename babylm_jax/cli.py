@@ -140,8 +140,8 @@ class Command:
         for name in self.config_files:
             path = self._config_path(name, argv)
             if path is not None and not os.path.isfile(path.split(":", 1)[0]):
-                raise UserError(f"--{name}={path}: config file not found (give the path of a config file, "
-                                "e.g. configs/base.py)")
+                raise UserError(f"--{name}={path}: config file not found (give the path of an ml_collections "
+                                "config file, e.g. configs/base.py or configs/eval.py)")
 
     def _flag_error_message(self, error: BaseException, argv: Sequence[str]) -> str:
         if isinstance(error, UserError):

@@ -68,13 +68,20 @@ def evaluate(
     data_dir: str | pathlib.Path,
     specs: Sequence[tasks_lib.TaskSpec],
     settings: EvalSettings,
-) -> dict[str, results_lib.TaskResult]:
-    """Runs each task on the loaded model; returns name -> TaskResult in the given order."""
-    results = {}
+) -> tuple[dict[str, results_lib.TaskResult], dict[str, Exception]]:
+    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error).
+
+    A task that fails does not stop the others; the caller writes what finished, then reports it.
+    """
+    results, failed = {}, {}
     for spec in specs:
         print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
-        results[spec.name] = spec.run(loaded, data_dir, settings)
-    return results
+        try:
+            results[spec.name] = spec.run(loaded, data_dir, settings)
+        except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
+            print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
+            failed[spec.name] = error
+    return results, failed
 
 
 def check_output(output: pathlib.Path) -> pathlib.Path:
@@ -107,12 +114,18 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
 
     loaded = load_for_eval(workdir, step=_STEP.value, use_ema={"auto": None, "yes": True, "no": False}[_USE_EMA.value])
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results = evaluate(loaded, data_dir, specs, settings)
+    results, failed = evaluate(loaded, data_dir, specs, settings)
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
                             data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename)
-    written = results_lib.write_results(output, results, metadata, skipped)
+    reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
+    written = results_lib.write_results(output, results, metadata, skipped, reasons)
     print(results_lib.format_table(results))
     print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
+    if failed:  # the finished tasks are written; now the first failure ends the command as it would have
+        name, error = next(iter(failed.items()))
+        print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); the others' results are written",
+              flush=True)
+        raise error
     return written
 
 

@@ -1,6 +1,8 @@
 """One error path for train, prepare and export (issue 14's CLI cases): one line naming the
 file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
+import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -85,3 +87,22 @@ def test_the_real_entry_point_prints_one_line_and_exits_2(tmp_path):
     assert result.stderr.splitlines() == [
         "train: error: --config.train.num_stepz: configs/base.py has no config key train.num_stepz; "
         "did you mean train.num_steps?"]
+
+
+def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_path):
+    from babylm_jax import evaluate
+
+    run, data = tmp_path / "run", tmp_path / "data"
+    make_run(run)
+    shutil.copytree(REPO / "tests" / "fixtures" / "minimal_pairs", data)
+    broken = sorted((data / "xcomps_zh").glob("*.jsonl"))[0]
+    broken.write_text('{"acceptable_sent": "好"}\n', encoding="utf-8")
+    output = tmp_path / "eval" / "results.json"
+    line = user_error(capsys, evaluate, ["evaluate", f"--workdir={run}", f"--data_dir={data}",
+                                         "--tasks=xcomps_zh,zhoblimp", f"--output={output}",
+                                         "--config.scoring.batch_size=8"])
+    assert f"{broken}:1: missing field 'unacceptable_sent'" in line
+    assert set(json.loads(output.read_text())) == {"zhoblimp"}
+    details = json.loads(output.with_name("results_details.json").read_text())
+    assert list(details["failed"]) == ["xcomps_zh"] and "missing field" in details["failed"]["xcomps_zh"]
+    assert "## Failed" in output.with_name("report.md").read_text()

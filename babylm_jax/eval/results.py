@@ -80,11 +80,14 @@ def format_report(
     metadata: Mapping[str, Any],
     skipped: Mapping[str, str],
     figure_files: Mapping[str, list[str]],
+    failed: Mapping[str, str] | None = None,
 ) -> str:
-    """report.md: run metadata, the summary table, skipped tasks, per-phenomenon tables, figures."""
+    """report.md: run metadata, the summary table, failed and skipped tasks, per-phenomenon tables, figures."""
     parts = ["# Evaluation report", ""]
     parts += [f"- {key}: {value}" for key, value in metadata.items()]
     parts += ["", format_table(results), ""]
+    if failed:
+        parts += ["## Failed", ""] + [f"- {name}: {reason}" for name, reason in failed.items()] + [""]
     if skipped:
         parts += ["## Skipped", ""] + [f"- {name}: {reason}" for name, reason in skipped.items()] + [""]
     for name, result in results.items():
@@ -105,8 +108,11 @@ def write_results(
     results: Mapping[str, TaskResult],
     metadata: Mapping[str, Any],
     skipped: Mapping[str, str] | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> dict[str, pathlib.Path]:
     """Writes results.json (at `output`) and, beside it, results_details.json, report.md, PNGs.
+
+    `skipped` and `failed` (task -> why) are recorded in the details and the report.
 
     Returns the paths written, by kind ("results", "details", "report", "<task>_<figure>").
     """
@@ -124,12 +130,13 @@ def write_results(
     details = {
         "metadata": dict(metadata),
         "skipped": skipped,
+        "failed": dict(failed or {}),
         "tasks": {name: {"values": official_results({name: r})[name], **r.details} for name, r in results.items()},
     }
     written["details"] = directory / "results_details.json"
     atomic_write_text(written["details"], json.dumps(details, indent=2, ensure_ascii=False) + "\n")
     written["report"] = directory / "report.md"
-    atomic_write_text(written["report"], format_report(results, metadata, skipped, figure_files))
+    atomic_write_text(written["report"], format_report(results, metadata, skipped, figure_files, failed))
     written["results"] = output
     atomic_write_text(output, json.dumps(official_results(results), indent=2) + "\n")
     return written
