@@ -21,6 +21,7 @@ process and parse again.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -194,6 +195,30 @@ def _did_you_mean(config: Any, key: str) -> str:
         config = config[part]
     close = difflib.get_close_matches(leaf, sorted(config.keys()), n=1, cutoff=0.7)
     return f"; did you mean {'.'.join([*parents, close[0]])}?" if close else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFlags:
+    """`--workdir`, `--step` and `--use_ema`: which trained model a command (evaluate, export) loads."""
+
+    workdir: flags.FlagHolder
+    step: flags.FlagHolder
+    use_ema: flags.FlagHolder
+
+    @classmethod
+    def define(cls, command: Command, what: str) -> "CheckpointFlags":
+        """The three flags on `command`; `what` it does with the params ("Score", "Export")."""
+        return cls(
+            flags.DEFINE_string("workdir", None, "Training run directory (checkpoints + tokenizer).",
+                                flag_values=command.flags, required=True),
+            flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).", flag_values=command.flags),
+            flags.DEFINE_enum("use_ema", "auto", ["auto", "yes", "no"],
+                              f"{what} EMA params ('auto': when the run kept them).", flag_values=command.flags),
+        )
+
+    def ema(self) -> bool | None:
+        """--use_ema as load_for_eval takes it: None (auto), True or False."""
+        return {"auto": None, "yes": True, "no": False}[self.use_ema.value]
 
 
 def load_config(path: str, overrides: Sequence[str] = ()) -> Any:

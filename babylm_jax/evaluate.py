@@ -29,20 +29,16 @@ from babylm_jax.loaded import LoadedModel
 
 COMMAND = cli.Command("evaluate", __doc__)
 _CONFIG = COMMAND.config("config", str(DEFAULT_CONFIG), "Evaluation settings (ml_collections config file).")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training run directory (checkpoints + tokenizer).",
-                               flag_values=COMMAND.flags)
+_CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Score")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "One folder per task, or the official pipeline's "
                                 "evaluation_data/ as downloaded.", flag_values=COMMAND.flags)
 _TASKS = flags.DEFINE_string("tasks", "all", "'all' or comma-separated names: " + ", ".join(tasks_lib.TASKS),
                              flag_values=COMMAND.flags)
 _OUTPUT = flags.DEFINE_string("output", None, "results.json path (default <workdir>/eval/results.json).",
                               flag_values=COMMAND.flags)
-_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).", flag_values=COMMAND.flags)
-_USE_EMA = flags.DEFINE_enum("use_ema", "auto", ["auto", "yes", "no"],
-                             "Score EMA params ('auto': when the run kept them).", flag_values=COMMAND.flags)
 _LIMIT = flags.DEFINE_integer("limit", None, "Quick runs: the first N items of each minimal-pair task, N evenly "
                               "spaced examples per fine-tuning split.", flag_values=COMMAND.flags)
-flags.mark_flags_as_required(["workdir", "data_dir"], flag_values=COMMAND.flags)
+flags.mark_flags_as_required(["data_dir"], flag_values=COMMAND.flags)
 
 
 def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> dict[str, Any]:
@@ -100,7 +96,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     """Parses `argv` (program name first), evaluates, writes the results; returns the paths written."""
     COMMAND.parse(argv)
     settings = EvalSettings.from_config(_CONFIG.value, _LIMIT.value)
-    workdir, data_dir = pathlib.Path(_WORKDIR.value), pathlib.Path(_DATA_DIR.value)
+    workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
     output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / "eval" / "results.json")
@@ -112,7 +108,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
     from babylm_jax.training.checkpoint import load_for_eval  # the heavy import, after the cheap checks
 
-    loaded = load_for_eval(workdir, step=_STEP.value, use_ema={"auto": None, "yes": True, "no": False}[_USE_EMA.value])
+    loaded = load_for_eval(workdir, step=_CHECKPOINT.step.value, use_ema=_CHECKPOINT.ema())
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
     results, failed = evaluate(loaded, data_dir, specs, settings)
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),

@@ -25,17 +25,13 @@ from babylm_jax.data.jsonl import read_json
 RESULTS_FILES = ("eval/results.json", "results.json")  # looked up in the workdir, in this order
 
 COMMAND = cli.Command("export", __doc__)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training run directory (checkpoints + tokenizer).",
-                               flag_values=COMMAND.flags)
+_CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")
 _OUTPUT = flags.DEFINE_string("output", None, "Export directory to write.", flag_values=COMMAND.flags)
-_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).", flag_values=COMMAND.flags)
-_USE_EMA = flags.DEFINE_enum("use_ema", "auto", ["auto", "yes", "no"],
-                             "Export EMA params ('auto': when the run kept them).", flag_values=COMMAND.flags)
 _LAYER = flags.DEFINE_integer("layer", None, "Hidden state AutoModel returns as last_hidden_state "
                               "(default: the last).", flag_values=COMMAND.flags)
 _OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace a non-empty --output directory.",
                                   flag_values=COMMAND.flags)
-flags.mark_flags_as_required(["workdir", "output"], flag_values=COMMAND.flags)
+flags.mark_flags_as_required(["output"], flag_values=COMMAND.flags)
 
 
 def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
@@ -79,8 +75,8 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
 def main(argv: Sequence[str]) -> pathlib.Path:
     """Parses `argv` (program name first) and writes the export; returns its directory."""
     COMMAND.parse(argv)
-    output = export(pathlib.Path(_WORKDIR.value), pathlib.Path(_OUTPUT.value), _STEP.value,
-                    {"auto": None, "yes": True, "no": False}[_USE_EMA.value], _LAYER.value, _OVERWRITE.value)
+    output = export(pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_OUTPUT.value), _CHECKPOINT.step.value,
+                    _CHECKPOINT.ema(), _LAYER.value, _OVERWRITE.value)
     print(f"wrote {output}")
     return output
 
