@@ -1,5 +1,5 @@
-"""One error path for train, prepare and export (issue 14's CLI cases): one line naming the
-file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
+"""One error path for train, prepare, evaluate and export (issue 14's CLI cases): one line naming
+the file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
 import json
 import pathlib
 import shutil
@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from babylm_jax import export, prepare, train
+from babylm_jax import evaluate, export, prepare, train
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
 REPO = pathlib.Path(__file__).parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "minimal_pairs"
 
 
 def test_unknown_config_key_is_named_with_the_closest_key(capsys, tmp_path):
@@ -75,6 +76,10 @@ def test_damaged_workdir_files_are_named(capsys, tmp_path, relative, text, expec
     assert expected in line
     assert str(path) in line or str(run / "checkpoints" / "3") in line
     assert not (tmp_path / "hf").exists()
+    line = user_error(capsys, evaluate, ["evaluate", f"--workdir={run}", f"--data_dir={FIXTURES}",
+                                         "--tasks=zhoblimp", f"--output={tmp_path / 'eval' / 'results.json'}"])
+    assert expected in line
+    assert not (tmp_path / "eval").exists()
 
 
 def test_the_real_entry_point_prints_one_line_and_exits_2(tmp_path):
@@ -90,11 +95,9 @@ def test_the_real_entry_point_prints_one_line_and_exits_2(tmp_path):
 
 
 def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_path):
-    from babylm_jax import evaluate
-
     run, data = tmp_path / "run", tmp_path / "data"
     make_run(run)
-    shutil.copytree(REPO / "tests" / "fixtures" / "minimal_pairs", data)
+    shutil.copytree(FIXTURES, data)
     broken = sorted((data / "xcomps_zh").glob("*.jsonl"))[0]
     broken.write_text('{"acceptable_sent": "好"}\n', encoding="utf-8")
     output = tmp_path / "eval" / "results.json"
