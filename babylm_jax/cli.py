@@ -84,10 +84,12 @@ class Command:
     def config(self, name: str = "config", default: str | None = None, help_string: str = "") -> flags.FlagHolder:
         """A `--name FILE` config flag; `--name.a.b=v` overrides only keys the file has."""
         self.config_files[name] = default
-        help_string = (help_string or "ml_collections config file") + (f" (default: {default})" if default else "")
         # The default goes into argv at parse time (`_with_default_configs`): a default given to
         # config_flags would be loaded, with sys.argv's overrides, when this module is imported.
-        return config_flags.DEFINE_config_file(name, None, help_string, flag_values=self.flags, lock_config=True)
+        holder = config_flags.DEFINE_config_file(name, None, help_string or "ml_collections config file",
+                                                 flag_values=self.flags, lock_config=True)
+        self.flags[name].default_as_str = repr(default) if default else None  # what --help shows
+        return holder
 
     def run(self, main: Callable[[list[str]], Any]) -> None:
         """The entry point: `main(sys.argv)` under the shared error path."""
