@@ -26,8 +26,8 @@ def _spy_scorer(family: str, seen: list) -> types.SimpleNamespace:
         return np.zeros(len(inputs))
 
     variant = {"causal": "causal", "mlm": "pll", "hybrid": "mntp"}[family]
-    return types.SimpleNamespace(variant=variant, model=types.SimpleNamespace(config=types.SimpleNamespace(family=family)),
-                                 score=score)
+    config = types.SimpleNamespace(family=family, max_len=64)
+    return types.SimpleNamespace(variant=variant, model=types.SimpleNamespace(config=config), score=score)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

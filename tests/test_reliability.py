@@ -15,7 +15,10 @@ Cases (issue 14):
 - metrics.jsonl: a partial last line is repaired on resume and each step is logged once;
 - a token cache or counted corpus shard changed or truncated after prepare is rebuilt, with
   a warning naming the file, never used as it is;
-- prepare's worker processes exit when their parent is killed.
+- prepare's worker processes exit when their parent is killed;
+- (evaluate keeping the finished tasks when a later one fails: tests/test_cli.py)
+- minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
+  model's max_len is an error naming file:line.
 """
 import json
 import os
@@ -24,12 +27,15 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
 from conftest import tiny_config
 
 from babylm_jax import atomic
+from babylm_jax.data import tokenizer as tokenizer_lib
+from babylm_jax.eval import minimal_pairs
 from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.training import checkpoint, trainer
 from babylm_jax.workdir import WorkdirError, workdir_lock
@@ -239,3 +245,34 @@ def test_a_changed_cache_is_rebuilt_never_used(where, damage, tiny_corpus_dir, t
     assert str(path) in caplog.text and "damaged" in caplog.text
     np.testing.assert_array_equal(again.tokens.tokens, tokens)
     assert prepare_corpus(config, tmp_path).budget_report == first.budget_report
+
+
+def _pairs_file(tmp_path, rows):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("good,bad,expected", [
+    ("", "他把杯子打碎了。", "field 'sentence_good' is empty"),
+    ("我们吃饭。", "   ", "field 'sentence_bad' is empty"),
+    ("我们吃饭。", "我们吃饭。", "hold the same sentence"),
+])
+def test_a_broken_minimal_pair_names_its_file_and_line(good, bad, expected, tmp_path):
+    rows = [{"sentence_good": "我们吃饭。", "sentence_bad": "我们饭吃。", "UID": "u", "phenomenon": "p"},
+            {"sentence_good": good, "sentence_bad": bad, "UID": "u", "phenomenon": "p"}]
+    path = _pairs_file(tmp_path, rows)
+    with pytest.raises(ValueError, match=rf"{path}:2: .*{expected}"):
+        minimal_pairs.read_pairs([path], "zhoblimp")
+
+
+def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
+    rows = [{"sentence_good": "我们吃饭。", "sentence_bad": "我们饭吃。", "UID": "u", "phenomenon": "p"},
+            {"sentence_good": "我们吃饭。", "sentence_bad": "我们" * 10 + "饭吃。", "UID": "u", "phenomenon": "p"}]
+    path = _pairs_file(tmp_path, rows)
+    pairs = minimal_pairs.read_pairs([path], "zhoblimp")
+    tokenizer = tokenizer_lib.char_tokenizer_from_counts({c: 1 for c in "我们吃饭。"}, 64, 1, byte_fallback=False)
+    scorer = types.SimpleNamespace(model=types.SimpleNamespace(config=types.SimpleNamespace(family="causal", max_len=16)),
+                                   variant="causal")
+    with pytest.raises(ValueError, match=rf"{path}:2: the bad sentence needs 2\d tokens, more than the model's max_len=16"):
+        minimal_pairs.score_pairs(scorer, tokenizer, pairs)

@@ -32,13 +32,14 @@ class Pair:
     bad: str
     uid: str
     phenomenon: str
+    source: str = ""  # file:line it was read from
 
 
 def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | None = None) -> list[Pair]:
     """Pairs from JSONL `files` in order (the first `limit` when given); fields as data/task_formats.py says.
 
-    Blank lines are skipped; a line that is not a JSON object or lacks a field raises
-    ValueError naming the file and line. xcomps files without a UID field are one UID each
+    Blank lines are skipped; a line that is not a JSON object, lacks a field, has an empty
+    sentence or the same sentence twice raises ValueError naming the file and line. xcomps files without a UID field are one UID each
     (the file stem). Hanzi files may hold either the hub fields (task/meta_structure, condition)
     or the prepared ones (UID, phenomenon), row by row.
     """
@@ -57,9 +58,14 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
             for needed in (fields.good, fields.bad):
                 if not isinstance(row[needed], str):
                     raise ValueError(f"{where}: field {needed!r} must be a string")
+                if not row[needed].strip():
+                    raise ValueError(f"{where}: field {needed!r} is empty; a minimal pair needs two sentences")
+            if row[fields.good] == row[fields.bad]:
+                raise ValueError(f"{where}: fields {fields.good!r} and {fields.bad!r} hold the same sentence "
+                                 f"{row[fields.good]!r}; a minimal pair needs two that differ")
             uid = str(row[fields.uid]) if fields.uid else path.stem
             phenomenon = str(row[fields.phenomenon]) if fields.phenomenon else uid
-            pairs.append(Pair(row[fields.good], row[fields.bad], uid, phenomenon))
+            pairs.append(Pair(row[fields.good], row[fields.bad], uid, phenomenon, where))
     return pairs
 
 
@@ -124,6 +130,12 @@ def score_pairs(
     ids = [tokenizer.encode(t) for t in texts]
     framing = framing_for(scorer.model.config.family)
     inputs = [framing.scoring_input(x) for x in ids]
+    max_len = scorer.model.config.max_len
+    for i, x in enumerate(inputs):
+        if len(x) > max_len:
+            pair, which = pairs[i % len(pairs)], "good" if i < len(pairs) else "bad"
+            raise ValueError(f"{pair.source or 'a minimal pair'}: the {which} sentence needs {len(x)} tokens, more "
+                             f"than the model's max_len={max_len}; shorten it or drop the pair")
     word_ids = None
     if within_word_l2r and scorer.variant != "causal":
         word_ids = [word_ids_for(tokenizer, t, len(x)) for t, x in zip(texts, ids)]
