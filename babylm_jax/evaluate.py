@@ -5,7 +5,16 @@
         [--config configs/eval.py] [--config.scoring.within_word_l2r=True] [--config.finetune.epochs=3]
 
 Settings (scoring, fine-tuning per task, fMRI) come from `--config` (default configs/eval.py)
-with `--config.a.b=v` overrides, checked before the model is loaded. `--tasks all` runs every
+with `--config.a.b=v` overrides, checked before the model is loaded; an official pipeline
+config.yaml sets the fine-tuning protocol with `--config.finetune.protocol=path/config.yaml`
+(or "official", "eval_finetuning_sh"), and the config.yaml reproducing the settings used is
+written beside results.json.
+
+    python -m babylm_jax.evaluate --gather RUN [RUN ...] [--output DIR]
+
+compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.json).
+
+`--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
 status 2 (`babylm_jax.cli`).
@@ -20,7 +29,7 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax import cli
-from babylm_jax.eval import layout
+from babylm_jax.eval import finetune_config, layout
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
 from babylm_jax.eval import tasks as tasks_lib
@@ -59,6 +68,23 @@ def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> di
     }
 
 
+BACKENDS = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # model family -> official pipeline backend
+
+
+def finetune_record(settings: EvalSettings, tasks: Sequence[str]) -> dict[str, Any]:
+    """The fine-tuning settings used, per task that ran, in config.yaml's terms (for the details and report)."""
+    names = {field: key for key, field in finetune_config.KEYS.items()}
+    return {task: {names[f]: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
+            for task in tasks if task in settings.finetune}
+
+
+def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: str) -> pathlib.Path:
+    """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
+    used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
+            for task in finetune_config.OFFICIAL_TASKS}
+    return finetune_config.write_config(path, used, backend=BACKENDS[family])
+
+
 def evaluate(
     loaded: LoadedModel,
     data_dir: str | pathlib.Path,
@@ -93,7 +119,14 @@ def check_output(output: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
-    """Parses `argv` (program name first), evaluates, writes the results; returns the paths written."""
+    """Parses `argv` (program name first), evaluates, writes the results; returns the paths written.
+
+    `--gather RUN [RUN ...] [--output DIR]` first instead compares finished runs (`eval.gather`).
+    """
+    if len(argv) > 1 and argv[1] == "--gather":
+        from babylm_jax.eval import gather
+
+        return gather.main(list(argv[2:]))
     COMMAND.parse(argv)
     settings = EvalSettings.from_config(_CONFIG.value, _LIMIT.value)
     workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
@@ -114,6 +147,11 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
                             data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename)
     reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
+    finetuned = finetune_record(settings, [spec.name for spec in specs])
+    if finetuned:
+        yaml_path = write_finetune_config(output.parent / "config.yaml", settings, loaded.model.config.family)
+        metadata.update(finetune_protocol=settings.finetune_protocol or "configs (finetune.*)",
+                        finetune_config_yaml=str(yaml_path), finetune_settings=finetuned)
     written = results_lib.write_results(output, results, metadata, skipped, reasons)
     print(results_lib.format_table(results))
     print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")

@@ -7,7 +7,8 @@
 
 Fine-tuning: `finetune.<key>` holds the official protocol for every task, and
 `finetune.tasks.<task>.<key>` overrides it for one task (None = the global value), as the
-official config.yaml's finetune_hparams and task_overrides do. Every key below is read;
+official config.yaml's finetune_hparams and task_overrides do; `finetune.protocol` reads
+such a config.yaml itself (`--config.finetune.protocol=path/config.yaml`). Every key below is read;
 unknown keys are refused. Checked in `babylm_jax.eval.settings` before any model is loaded.
 """
 import ml_collections
@@ -43,6 +44,12 @@ def get_config() -> ml_collections.ConfigDict:
         config.finetune.tasks[task] = ml_collections.ConfigDict(
             {key: placeholder(type(value)) for key, value in config.finetune.items() if key != "tasks"})
     config.finetune.tasks.cluewsc2020.epochs = 30
+    # A protocol by name, "official" (the values above) or "eval_finetuning_sh" (the older script: batch
+    # 64, 5 epochs, cluewsc2020 5, length 512), or the path of an official pipeline config.yaml: its
+    # finetune_hparams and task_overrides then set each task's learning_rate, batch_size, epochs,
+    # max_len and seed (over the keys above). "" = the keys above. The config.yaml that reproduces
+    # the settings used is written beside results.json either way.
+    config.finetune.protocol = ""
 
     # fMRI (word_fmri, fmri): ridge encoding models on hidden states; see babylm_jax/eval/fmri.py.
     config.fmri = ml_collections.ConfigDict()

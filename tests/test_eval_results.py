@@ -8,6 +8,7 @@ from babylm_jax import evaluate
 from babylm_jax.eval import results, tasks
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"
 
 
 def test_select_tasks_all_skips_absent_tasks_with_reasons():
@@ -92,3 +93,35 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     details = json.loads(output.with_name("results_details.json").read_text())
     assert details["metadata"]["checkpoint_step"] == 2 and details["metadata"]["scoring"] == "causal"
     assert details["tasks"]["zhoblimp"]["num_items"] == 2
+    evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, output)
+
+
+def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first_output):
+    """The same checkpoint on the official evaluation_data/ layout, fine-tuned by a participant's config.yaml."""
+    import yaml
+
+    from babylm_jax.eval import finetune_config
+
+    submitted = tmp_path / "submitted.yaml"
+    submitted.write_text("finetune_hparams:\n  lr: 1.0e-4\n  batch_size: 4\n  max_epochs: 2\n  sequence_length: 32\n"
+                         "  task_overrides:\n    tnews: {max_epochs: 1}\n", encoding="utf-8")
+    output = tmp_path / "official" / "results.json"
+    evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(OFFICIAL_LAYOUT), "--tasks", "zhoblimp,tnews",
+                   "--output", str(output), "--limit", "2", f"--config.finetune.protocol={submitted}",
+                   "--config.finetune.length_buckets=32", "--config.finetune.progress=False"])
+    printed = capsys.readouterr().out
+    assert "data: official pipeline layout (full_eval/ under" in printed
+    assert set(json.loads(output.read_text())) == {"zhoblimp", "tnews"}
+    details = json.loads(output.with_name("results_details.json").read_text())
+    used = {"lr": 1e-4, "batch_size": 4, "max_epochs": 1, "sequence_length": 32, "seed": 42}
+    assert details["metadata"]["finetune_settings"] == {"tnews": used}
+    assert details["metadata"]["finetune_protocol"] == str(submitted) and details["metadata"]["data_layout"] == "official"
+    assert len(details["tasks"]["tnews"]["dev_accuracy_per_epoch"]) == 1  # the override's one epoch
+    assert "## finetune_settings" in output.with_name("report.md").read_text()
+    written = yaml.safe_load(output.with_name("config.yaml").read_text())
+    assert written["models"][0]["backend"] == "causal"
+    assert finetune_config.read_config(output.with_name("config.yaml")) == finetune_config.read_config(submitted)
+
+    evaluate.main(["evaluate", "--gather", str(first_output.parent), str(output), "--output", str(tmp_path / "cmp")])
+    gathered = (tmp_path / "cmp" / "gather.csv").read_text().splitlines()
+    assert gathered[0].startswith("run,zhoblimp,") and len(gathered) == 3

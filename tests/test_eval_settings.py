@@ -116,3 +116,27 @@ def test_evaluate_refuses_bad_input_before_loading_the_model(capsys, tmp_path):
     (run / "config.json").write_text("{")
     assert f"{run / 'config.json'}:1: not valid JSON" in user_error(capsys, evaluate, argv)
     assert not (run / "eval").exists()
+
+
+def test_a_fine_tuning_protocol_by_name_or_config_yaml(tmp_path):
+    config = _config()
+    config.finetune.protocol = "eval_finetuning_sh"
+    settings = EvalSettings.from_config(config)
+    assert {(o.batch_size, o.epochs, o.max_len) for o in settings.finetune.values()} == {(64, 5, 512)}
+    assert settings.finetune_protocol == "eval_finetuning_sh" and settings.finetune["afqmc"].warmup_ratio == 0.06
+    yaml_path = tmp_path / "config.yaml"
+    yaml_path.write_text("finetune_hparams:\n  max_epochs: 4\n  task_overrides:\n    cluewsc2020: {max_epochs: 8}\n")
+    config.finetune.protocol = str(yaml_path)
+    settings = EvalSettings.from_config(config)
+    assert settings.finetune["cluewsc2020"].epochs == 8 and settings.finetune["c3"].epochs == 4
+    assert settings.finetune["afqmc"].max_len == 128  # the pipeline's default for a missing key
+    config.finetune.protocol = str(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match=r"config key finetune.protocol=.*missing.yaml.*does not exist"):
+        EvalSettings.from_config(config)
+    config.finetune.protocol = "offical"
+    with pytest.raises(ValueError, match=r"finetune.protocol='offical': .*use one of \['eval_finetuning_sh', 'official'\]"):
+        EvalSettings.from_config(config)
+    yaml_path.write_text("finetune_hparams:\n  batch_size: 0\n")
+    config.finetune.protocol = str(yaml_path)
+    with pytest.raises(ValueError, match=r"finetune_hparams.batch_size: 0 must be positive"):
+        EvalSettings.from_config(config)

@@ -97,6 +97,15 @@ def read_config(path: str | pathlib.Path, tasks: tuple[str, ...] = OFFICIAL_TASK
     return settings_from_hparams(config.get("finetune_hparams") or {}, tasks, where=f"{path}: finetune_hparams")
 
 
+def load(protocol: str, tasks: tuple[str, ...] = OFFICIAL_TASKS) -> TaskSettings:
+    """The settings of a protocol name (PROTOCOLS) or of an official config.yaml at that path."""
+    if protocol in PROTOCOLS:
+        return protocol_settings(protocol, tasks)
+    if not protocol.endswith((".yaml", ".yml")):
+        raise ValueError(f"fine-tuning protocol {protocol!r}: use one of {sorted(PROTOCOLS)} or the path of a config.yaml")
+    return read_config(protocol, tasks)
+
+
 def hparams_from_settings(settings: TaskSettings) -> dict[str, Any]:
     """`finetune_hparams` that reproduces `settings`: the values most tasks share, each task's differences as overrides."""
     fields = {v: k for k, v in KEYS.items()}

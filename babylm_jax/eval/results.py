@@ -84,10 +84,17 @@ def format_report(
 ) -> str:
     """report.md: run metadata, the summary table, failed and skipped tasks, per-phenomenon tables, figures."""
     parts = ["# Evaluation report", ""]
-    parts += [f"- {key}: {value}" for key, value in metadata.items()]
+    tables = {key: value for key, value in metadata.items()
+              if isinstance(value, Mapping) and value and all(isinstance(row, Mapping) for row in value.values())}
+    parts += [f"- {key}: {value}" for key, value in metadata.items() if key not in tables]
     parts += ["", format_table(results), ""]
     if failed:
         parts += ["## Failed", ""] + [f"- {name}: {reason}" for name, reason in failed.items()] + [""]
+    for key, rows in tables.items():  # e.g. the fine-tuning settings per task
+        columns = list(dict.fromkeys(c for row in rows.values() for c in row))
+        parts += [f"## {key}", "", "| | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
+        parts += [f"| {name} | " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for name, row in rows.items()]
+        parts.append("")
     if skipped:
         parts += ["## Skipped", ""] + [f"- {name}: {reason}" for name, reason in skipped.items()] + [""]
     for name, result in results.items():

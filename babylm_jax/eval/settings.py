@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import ml_collections
 
 from babylm_jax.config_files import load_config_file
-from babylm_jax.eval import clue, cogbench, features, ridge
+from babylm_jax.eval import clue, cogbench, features, finetune_config, ridge
 from babylm_jax.model.transformer import ModelConfig
 
 DEFAULT_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "eval.py"  # the one home of the values
@@ -139,6 +139,7 @@ class EvalSettings:
     word_fmri: WordFmriSettings
     fmri: FmriSettings
     limit: int | None = None  # minimal pairs: the first N items; fine-tuning: N examples per split
+    finetune_protocol: str = ""  # config key finetune.protocol: "", a protocol name or a config.yaml path
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, limit: int | None = None) -> "EvalSettings":
@@ -156,6 +157,7 @@ class EvalSettings:
             word_fmri=build(WordFmriSettings, _fmri_values(fmri["word_fmri"], "fmri.word_fmri."), "fmri.word_fmri."),
             fmri=build(FmriSettings, _fmri_values(fmri["fmri"], "fmri.fmri."), "fmri.fmri."),
             limit=limit,
+            finetune_protocol=str(sections["finetune"].get("protocol") or ""),
         )
 
     def check_model(self, model: ModelConfig, tasks: Iterable[str]) -> None:
@@ -217,8 +219,14 @@ def build(cls: type, values: Mapping[str, Any], prefix: str, given: Mapping[str,
 
 
 def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> dict[str, FinetuneOptions]:
-    """Per task: the global `finetune.<key>` values with `finetune.tasks.<task>.<key>` (when set) over them."""
-    common = {k: v for k, v in dict(finetune).items() if k != "tasks"}
+    """Per task: the global `finetune.<key>` values with `finetune.tasks.<task>.<key>` (when set) over them.
+
+    `finetune.protocol` ("official", "eval_finetuning_sh" or an official config.yaml's path;
+    "" = none) then sets each task's learning rate, batch size, epochs, length and seed, as
+    that protocol merges them (`finetune_config`), over both.
+    """
+    protocol = finetune.get("protocol") or ""
+    common = {k: v for k, v in dict(finetune).items() if k not in ("tasks", "protocol")}
     per_task = dict(finetune.get("tasks") or {})
     unknown = sorted(set(per_task) - set(clue.TASK_NAMES))
     if unknown:
@@ -228,6 +236,14 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
         overrides = {k: v for k, v in dict(per_task.get(task) or {}).items() if v is not None}
         options[task] = build(FinetuneOptions, {**common, **overrides}, "finetune.", {"limit": limit},
                               {k: f"finetune.tasks.{task}." for k in overrides})
+    if protocol:
+        try:
+            chosen = finetune_config.load(str(protocol), clue.TASK_NAMES)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"config key finetune.protocol={protocol!r}: {error}") from None
+        for task, values in chosen.items():
+            options[task] = build(FinetuneOptions, {**dataclasses.asdict(options[task]), **values}, "finetune.",
+                                  prefixes={k: f"finetune.protocol ({protocol}) " for k in values})
     return options
 
 
