@@ -48,6 +48,13 @@ def main(argv: Sequence[str]) -> None:
 def prepare_and_report(config, workdir: pathlib.Path) -> None:
     """Prepares the corpus, tokenizer and token cache, and prints the reports."""
     data_config = DataConfig.from_config(config.data)
+    data_dir = _DATA_DIR.value or data_config.leakage.data_dir
+    if data_dir and not pathlib.Path(data_dir).is_dir():
+        option = "--data_dir" if _DATA_DIR.value else "config key data.leakage.data_dir"
+        raise FileNotFoundError(f"{option}={data_dir} is not a directory (give the evaluation data directory)")
+    # The evaluation items are read (and a bad file named) before the corpus pass, not after it.
+    detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
+                                                               data_config.normalize)
     prepared = prepare_corpus(config, workdir)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "
@@ -59,10 +66,8 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / 'tokenizer'}")
     print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
           f"-> {prepared.tokens.directory}")
-    data_dir = _DATA_DIR.value or data_config.leakage.data_dir
-    if not data_dir:
+    if not detector:
         return
-    detector = leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram, data_config.normalize)
     leaks = detector.report(prepared.corpus.iter_texts())
     atomic_write_json(workdir / "leakage.json", leaks)
     print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "

@@ -109,3 +109,16 @@ def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_p
     details = json.loads(output.with_name("results_details.json").read_text())
     assert list(details["failed"]) == ["xcomps_zh"] and "missing field" in details["failed"]["xcomps_zh"]
     assert "## Failed" in output.with_name("report.md").read_text()
+
+
+def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_path):
+    argv = ["prepare", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}"]
+    line = user_error(capsys, prepare, [*argv, f"--data_dir={tmp_path / 'nope'}"])
+    assert f"--data_dir={tmp_path / 'nope'} is not a directory" in line
+    line = user_error(capsys, prepare, [*argv, f"--config.data.leakage.data_dir={tmp_path / 'nope'}"])
+    assert f"config key data.leakage.data_dir={tmp_path / 'nope'} is not a directory" in line
+    broken = tmp_path / "eval_data" / "zhoblimp"
+    broken.mkdir(parents=True)
+    (broken / "a.jsonl").write_text("{not json\n", encoding="utf-8")
+    assert "a.jsonl:1" in user_error(capsys, prepare, [*argv, f"--data_dir={tmp_path / 'eval_data'}"])
+    assert not (tmp_path / "run" / "budget.json").exists()
