@@ -31,7 +31,7 @@ from babylm_jax.data import corpus, words
 from babylm_jax.data.cache_integrity import file_records, problems
 from babylm_jax.data.cache_keys import corpus_key
 from babylm_jax.data.config import DataConfig
-from babylm_jax.data.workers import num_workers, run_tasks
+from babylm_jax.data.workers import chunks_by_chars, num_workers, run_tasks
 
 
 def _init_worker() -> None:
@@ -120,16 +120,8 @@ def count_raw_shard(out_dir: str, raw: list[tuple[int, str]]) -> str:
 
 def _raw_shards(sources: list[corpus.Source], data_config: DataConfig) -> Iterator[list[tuple[int, str]]]:
     """Raw documents grouped into shards of about `data.shard_chars` characters (deterministic)."""
-    shard, chars = [], 0
-    limit = data_config.shard_chars
-    for source, text in corpus.iter_raw_documents(sources, data_config):
-        shard.append((source, text))
-        chars += len(text)
-        if chars >= limit:
-            yield shard
-            shard, chars = [], 0
-    if shard:
-        yield shard
+    documents = corpus.iter_raw_documents(sources, data_config)
+    return chunks_by_chars(documents, lambda document: len(document[1]), data_config.shard_chars)
 
 
 def _shards_to_count(sources: list[corpus.Source], data_config: DataConfig, directory: pathlib.Path) -> int:

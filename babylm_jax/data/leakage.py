@@ -19,6 +19,7 @@ import numpy as np
 from babylm_jax.data import corpus
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import text_fields
+from babylm_jax.data.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)
@@ -145,7 +146,7 @@ class LeakDetector:
         """Scans training `texts` (in batches); counts leaked evaluation items per task."""
         found_sentences, found_grams = [], []
         lines_hit = documents_hit = 0
-        for batch in _batches(texts, batch_chars):
+        for batch in chunks_by_chars(texts, len, batch_chars):
             sentences, sentence_doc, grams, gram_doc, sentence_line, gram_line = _joined_hashes(batch, self.ngram)
             sentence_hit, gram_hit = _member(sentences, self.sentence_set), _member(grams, self.gram_set)
             found_sentences.append(sentences[sentence_hit])
@@ -169,18 +170,6 @@ class LeakDetector:
                 for t, task in enumerate(self.tasks)
             },
         }
-
-
-def _batches(texts, batch_chars: int) -> Iterator[list[str]]:
-    batch, chars = [], 0
-    for text in texts:
-        batch.append(text)
-        chars += len(text)
-        if chars >= batch_chars:
-            yield batch
-            batch, chars = [], 0
-    if batch:
-        yield batch
 
 
 def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A pool of worker processes for the prepare steps, with a progress bar.
+"""Work for the prepare steps: cut into chunks of about N characters, run in a pool of processes.
 
 Workers exit on their own when their parent dies (killed, or stopped by a signal), instead
 of living on as orphans waiting for tasks.
@@ -10,9 +10,24 @@ import multiprocessing
 import os
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import tqdm
+
+T = TypeVar("T")
+
+
+def chunks_by_chars(items: Iterable[T], chars: Callable[[T], int], limit: int) -> Iterator[list[T]]:
+    """`items` in order, in lists of at least `limit` characters each (the last may hold fewer)."""
+    chunk, total = [], 0
+    for item in items:
+        chunk.append(item)
+        total += chars(item)
+        if total >= limit:
+            yield chunk
+            chunk, total = [], 0
+    if chunk:
+        yield chunk
 
 
 def num_workers(configured: int) -> int:
