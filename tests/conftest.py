@@ -12,6 +12,7 @@ import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402
+from fixtures.data.synthetic import tiny_config  # noqa: E402,F401  (tests import it from here)
 
 
 @pytest.fixture
@@ -30,20 +31,3 @@ def tiny_corpus_dir(tmp_path_factory) -> pathlib.Path:
     (directory / "docs.txt").write_text("\n\n".join(synthetic.svo_documents(300)) + "\n", encoding="utf-8")
     return directory
 
-
-def tiny_config(corpus_dir: pathlib.Path, family: str = "causal"):
-    """configs/base.py shrunk to a model and run that train in seconds on a CPU."""
-    config = synthetic.base_config()
-    config.data.corpus = str(corpus_dir)
-    config.data.eval_share = 0.05
-    config.data.num_workers = 1
-    config.data.tokenizer.kind = "char"
-    config.data.tokenizer.byte_fallback = False
-    config.model.update(family=family, vocab_size=64, d_model=32, num_layers=2, num_heads=2, d_ff=64, max_len=64)
-    config.train.update(num_steps=30, batch_size=8, seq_len=32, learning_rate=1e-2, warmup_steps=3,
-                        log_every_steps=1, eval_every_steps=10, eval_batches=2)
-    config.train.mask_rate = config.train.mask_rate_final = 0.3
-    config.train.hybrid_causal_share = 0.25
-    config.checkpoint.update(every_steps=10, word_milestones=False)
-    config.mesh.num_devices = 1
-    return config

@@ -14,7 +14,10 @@ CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "configs").glob(
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_config_file_builds(path):
-    data = DataConfig.from_config(load_config_file(path).data)
+    config = load_config_file(path)
+    if "data" not in config:
+        pytest.skip("not a training config")
+    data = DataConfig.from_config(config.data)
     assert data.reader_threads >= 0 and data.tokenizer.kind in ("bpe", "unigram", "char")
 
 
@@ -94,8 +97,7 @@ def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):
     from babylm_jax.training import trainer
 
     config = synthetic.tiny_config(tmp_path / "no_corpus_needed")
-    config.mesh.num_devices = 1
     config.data.packing = "fist_fit"
     with pytest.raises(ValueError, match="data.packing"):
         trainer.train_and_evaluate(config, str(tmp_path / "w"))
-    assert not list((tmp_path / "w").iterdir())  # no config.json, no data
+    assert not (tmp_path / "w").exists()  # no config.json, no lock, no data

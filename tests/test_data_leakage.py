@@ -58,7 +58,7 @@ def test_drop_option_removes_leaked_lines(tmp_path):
     corpus_dir.mkdir()
     docs = synthetic.documents(40) + [EVAL_GOOD]
     (corpus_dir / "a.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    config = synthetic.tiny_config(corpus_dir)
+    config = synthetic.tiny_config(corpus_dir, txt_documents="line")
     config.data.leakage.data_dir = str(_eval_dir(tmp_path / "eval"))
     config.data.leakage.drop = True
     prepared = prepare.prepare_corpus(config, tmp_path / "w")

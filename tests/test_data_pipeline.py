@@ -17,7 +17,7 @@ def corpus_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def prepared(corpus_dir, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("work")
-    config = synthetic.tiny_config(corpus_dir, whole_word_masking=True)
+    config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", whole_word_masking=True)
     return config, workdir, pipeline.build_train_data(config, workdir)
 
 
@@ -75,7 +75,7 @@ def test_missing_and_empty_corpus(tmp_path):
         pipeline.build_train_data(synthetic.tiny_config(tmp_path / "nope"), tmp_path / "w")
     (tmp_path / "blank.txt").write_text("  \n\n", encoding="utf-8")
     with pytest.raises(corpus.CorpusError, match="Empty corpus"):
-        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "blank.txt"), tmp_path / "w")
+        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "blank.txt", txt_documents="line"), tmp_path / "w")
     assert not list((tmp_path / "w" / "data").glob("*/index.json"))
 
 
@@ -104,9 +104,9 @@ def test_batches_pack_documents_without_mixing(prepared):
     config, _, data = prepared
     prep = prepare.prepare_corpus(config, prepared[1])
     docs = _documents_of(prep.tokens)
-    batch = next(data.train_iterator)
-    assert batch["tokens"].shape == (4, 32) and batch["tokens"].dtype == np.int32
-    assert batch["words"].shape == (4,) and batch["words"].dtype == np.float32
+    batch, batch_size = next(data.train_iterator), config.train.batch_size
+    assert batch["tokens"].shape == (batch_size, 32) and batch["tokens"].dtype == np.int32
+    assert batch["words"].shape == (batch_size,) and batch["words"].dtype == np.float32
     assert set(batch) == {"tokens", "segment_ids", "positions", "words", "word_starts"}
     _check_rows(batch, docs, 32)
     for eval_batch in data.eval_batches:
@@ -114,8 +114,8 @@ def test_batches_pack_documents_without_mixing(prepared):
     # Eval rows past the end of the layout are padding (segment 0 throughout); real rows hold pieces.
     eval_rows = sum(int((b["segment_ids"].max(axis=1) > 0).sum()) for b in data.eval_batches)
     last = data.eval_batches[-1]["segment_ids"]
-    num_real = eval_rows - 4 * (len(data.eval_batches) - 1)
-    assert 1 <= num_real <= 4
+    num_real = eval_rows - batch_size * (len(data.eval_batches) - 1)
+    assert 1 <= num_real <= batch_size
     assert np.all(last[num_real:] == 0)
     assert np.all(last[:num_real].max(axis=1) > 0)
 
@@ -168,7 +168,7 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
 
 
 def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
-    config = synthetic.tiny_config(corpus_dir, shard_chars=800)
+    config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", shard_chars=800)
     config.data.num_workers = 2  # the worker-pool path, once
     reference = prepare.prepare_corpus(config, tmp_path / "ref")
     # Interrupt the tokenisation after two shards.
