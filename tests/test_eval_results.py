@@ -84,8 +84,10 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",
                    "--output", str(output), "--limit", "2", "--config.scoring.batch_size=8",
                    "--config.scoring.row_len=32"])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "skipped hanzi_structure_hidden" in printed and "| zhoblimp | accuracy |" in printed
+    assert "zhoblimp: scoring 4 sentences" in captured.err  # the scoring progress bar
     official = json.loads(output.read_text())
     assert set(official) == {"zhoblimp", "xcomps_zh", "hanzi_structure", "hanzi_pinyin"}
     # --limit 2: each task scores 2 pairs, in 1 or 2 UIDs, so every accuracy is 0, 1/2 or 1.

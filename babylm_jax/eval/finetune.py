@@ -285,7 +285,9 @@ def finetune(
                 bar.update()
             predictions = [(predict_step(model, state[0], b), b["index"]) for b in dev_batches]
             predicted = np.zeros(len(dev_labels), np.int64)
-            for pred, index in jax.device_get(predictions):
+            for done in tqdm(predictions, desc=f"{task.name} dev, epoch {epoch + 1}", unit="batch", leave=False,
+                             disable=not options.progress):  # all dispatched; counted as they finish
+                pred, index = jax.device_get(done)
                 predicted[index[index >= 0]] = pred[index >= 0]
             accuracy = float(np.mean(predicted == dev_labels))
             train_loss.append(float(np.mean(jax.device_get(losses))))

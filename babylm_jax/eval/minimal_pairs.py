@@ -124,8 +124,9 @@ def score_pairs(
     tokenizer: Tokenizer,
     pairs: Sequence[Pair],
     within_word_l2r: bool = False,
+    progress: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(good scores, bad scores, contains-UNK per item) for `pairs`; one kernel call for all."""
+    """(good scores, bad scores, contains-UNK per item) for `pairs`; one kernel call for all (`progress`: its bar)."""
     texts = [p.good for p in pairs] + [p.bad for p in pairs]
     ids = [tokenizer.encode(t) for t in texts]
     framing = framing_for(scorer.model.config.family)
@@ -139,7 +140,7 @@ def score_pairs(
     word_ids = None
     if within_word_l2r and scorer.variant != "causal":
         word_ids = [word_ids_for(tokenizer, t, len(x)) for t, x in zip(texts, ids)]
-    scores = scorer.score(inputs, word_ids)
+    scores = scorer.score(inputs, word_ids, progress=progress)
     unk = tokenizer.unk_id
     has_unk = np.asarray([unk is not None and unk in x for x in ids], bool)
     n = len(pairs)
@@ -170,9 +171,10 @@ def evaluate_pairs(
     pairs: Sequence[Pair],
     unk_is_wrong: bool,
     within_word_l2r: bool = False,
+    progress: str | None = None,
 ) -> dict[str, Any]:
     """Scores `pairs` and returns the accuracy dict of `pair_accuracy` plus the scoring variant."""
-    good, bad, has_unk = score_pairs(scorer, tokenizer, pairs, within_word_l2r)
+    good, bad, has_unk = score_pairs(scorer, tokenizer, pairs, within_word_l2r, progress)
     stats = pair_accuracy(good, bad, [p.uid for p in pairs], [p.phenomenon for p in pairs],
                           has_unk if unk_is_wrong else None)
     name = scoring.scoring_name(scorer.model.config.family, within_word_l2r)
@@ -186,6 +188,6 @@ def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settin
     if not pairs:
         raise ValueError(f"task {spec.name}: no pairs in {', '.join(str(f) for f in files)}")
     stats = evaluate_pairs(scorer_for(loaded, settings.scoring), loaded.tokenizer, pairs, spec.unk_is_wrong,
-                           settings.scoring.within_word_l2r)
+                           settings.scoring.within_word_l2r, progress=f"{spec.name}: scoring {2 * len(pairs):,} sentences")
     figure = phenomenon_figure(f"{spec.name}: accuracy per phenomenon", stats["per_phenomenon"])
     return TaskResult({"accuracy": stats["accuracy"]}, stats, {"per_phenomenon": figure})

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from tqdm import tqdm
 
 from babylm_jax.loaded import Params
 from babylm_jax.model.transformer import Transformer
@@ -318,12 +319,14 @@ class SentenceScorer:
         return self._read._cache_size()
 
     def score(
-        self, sentences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int]] | None = None
+        self, sentences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int]] | None = None,
+        progress: str | None = None,
     ) -> np.ndarray:
         """Sum of log-probs of each sentence (model inputs from `Framing.scoring_input`), float64 [S].
 
         `word_ids` (pll/mntp only): one word index per token between [cls] and [sep]; the
-        later tokens of the masked token's word are masked too (within_word_l2r).
+        later tokens of the masked token's word are masked too (within_word_l2r). `progress`:
+        a bar of that name counts the batches as they finish (all are dispatched first).
         """
         if word_ids is not None and self.variant == "causal":
             raise ValueError("within_word_l2r applies to masked/hybrid (pll/mntp) scoring only")
@@ -347,7 +350,8 @@ class SentenceScorer:
                          for f in dataclasses.fields(Rows) if f.name != "read_sentence"}
                 parts.append(self._read(self.params, jax.device_put(batch, sharding)))
             ids.append(rows.read_sentence.reshape(-1))
-        reads = np.concatenate([x.reshape(-1) for x in jax.device_get(parts)]).astype(np.float64)
+        done = [jax.device_get(x) for x in tqdm(parts, desc=progress, unit="batch", disable=progress is None, leave=False)]
+        reads = np.concatenate([x.reshape(-1) for x in done]).astype(np.float64)
         return np.bincount(np.concatenate(ids), weights=reads, minlength=num + 1)[:num]  # id num = padding
 
 
