@@ -64,7 +64,8 @@ def test_gelu_mlp_and_matmul_params():
 
 
 def dot_flops(jaxpr) -> float:
-    """FLOPs of every dot_general in a jaxpr (2 x output size x contracted size), sub-jaxprs included."""
+    """FLOPs of every dot_general in a jaxpr (2 x output size x contracted size), sub-jaxprs included;
+    of a `cond`, only the last branch (the true branch: the one the loss takes unless it overflows)."""
     total = 0.0
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "dot_general":
@@ -73,7 +74,8 @@ def dot_flops(jaxpr) -> float:
             contracted = np.prod([lhs[i] for i in lhs_contract]) if lhs_contract else 1
             total += 2.0 * np.prod(eqn.outvars[0].aval.shape) * contracted
         repeat = eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1
-        for value in eqn.params.values():
+        params = {"branches": eqn.params["branches"][-1:]} if eqn.primitive.name == "cond" else eqn.params
+        for value in params.values():
             for sub in value if isinstance(value, (tuple, list)) else (value,):
                 inner = getattr(sub, "jaxpr", sub)
                 if hasattr(inner, "eqns"):
@@ -81,10 +83,25 @@ def dot_flops(jaxpr) -> float:
     return total
 
 
+def test_predicted_share_counts_the_head_and_projection_only_where_predicted():
+    c = small_config("mlm")
+    full = metrics.forward_flops_per_token(c, L, 0.0)
+    assert full - metrics.forward_flops_per_token(c, L, 0.0, predicted_share=0.25) == 0.75 * (HEAD_TRANSFORM + OUTPUT)
+    config = types.SimpleNamespace(model=types.SimpleNamespace(family="hybrid"),
+                                   train=types.SimpleNamespace(hybrid_causal_share=0.25))
+    assert metrics.predicted_share(config, 0.2) == pytest.approx(0.25 + 0.75 * 0.2)
+
+
+# Predicted positions gathered by compute_loss at its default mask rate 0.15 (4 rows of 16):
+# prediction_capacity rounds up to 8 slots; the hybrid's causal row (16 positions) always counts.
+GATHERED = {"causal": 4 * L, "mlm": 32, "hybrid": 40}
+
+
 @pytest.mark.parametrize("family,scan_layers", [("causal", False), ("mlm", False), ("hybrid", False), ("hybrid", True)])
 def test_analytic_count_matches_the_models_matmuls(family, scan_layers):
     """The model computes full L x L attention on every row, i.e. the count with causal_share = 0;
-    its gradient computes exactly twice the forward's matmuls (training = 3 x forward)."""
+    its gradient computes exactly twice the forward's matmuls (training = 3 x forward), with the
+    head and the output projection at the gathered predicted positions only."""
     c = small_config(family, scan_layers=scan_layers)
     model = Transformer(c)
     tokens = jnp.ones((4, L), jnp.int32)
@@ -99,7 +116,10 @@ def test_analytic_count_matches_the_models_matmuls(family, scan_layers):
         return objectives.compute_loss(model, p, batch, jax.random.key(1), masking=masking, causal_rows=1)[0]
 
     train = jax.make_jaxpr(jax.grad(loss))(params).jaxpr
-    assert dot_flops(train) == pytest.approx(3 * dot_flops(forward), rel=1e-12)
+    assert objectives.prediction_capacity(4 * L, 16 if family == "hybrid" else 0, 0.15, False, 8) == GATHERED[family] \
+        or family == "causal"
+    share = GATHERED[family] / (4 * L)
+    assert dot_flops(train) == pytest.approx(3 * 4 * L * metrics.forward_flops_per_token(c, L, 0.0, share), rel=1e-12)
 
 
 @pytest.mark.parametrize(

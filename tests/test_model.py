@@ -149,6 +149,69 @@ def test_mntp_targets_are_shifted_by_exactly_one():
     assert float(loss) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("z_loss", [0.0, 1e-3])
+def test_projected_cross_entropy_equals_full_logits_in_value_and_gradients(z_loss):
+    k = jax.random.split(jax.random.key(11), 4)
+    x, embed = jax.random.normal(k[0], (100, 16)), jax.random.normal(k[1], (V, 16))
+    targets = jax.random.randint(k[2], (100,), 0, V)
+    weights = (jax.random.uniform(k[3], (100,)) < 0.6).astype(jnp.float32)
+
+    def full(x, embed):
+        return objectives.cross_entropy((x @ embed.T)[None], targets[None], weights[None], z_loss)[0]
+
+    def chunked(x, embed):  # 4 chunks of 32 rows, 28 of them padding
+        return objectives.projected_cross_entropy(x, embed, targets, weights, z_loss, 32)
+
+    assert float(jax.jit(chunked)(x, embed)) == pytest.approx(float(full(x, embed)), rel=1e-5)
+    for got, want in zip(jax.jit(jax.grad(chunked, (0, 1)))(x, embed), jax.grad(full, (0, 1))(x, embed)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _full_logits_loss(model, params, batch, rng, mask_rate, causal_rows, z_loss):
+    """The obvious definition: corrupt as compute_loss does, logits at every position, mean loss."""
+    tokens, segment_ids = batch["tokens"], batch["segment_ids"]
+    mask_rng, corrupt_rng, _ = jax.random.split(rng, 3)
+    masked = objectives.choose_masked_positions(mask_rng, batch, mask_rate, MASKING)
+    causal = jnp.arange(tokens.shape[0]) < causal_rows
+    if model.config.family == "mlm":
+        targets, weights = tokens, masked
+    else:
+        masked = masked & ~causal[:, None]
+        targets, weights = objectives.mntp_targets(tokens, masked, segment_ids)
+        clm_targets, clm_weights = objectives.next_token_targets(tokens, segment_ids)
+        targets = jnp.where(causal[:, None], clm_targets, targets)
+        weights = jnp.where(causal[:, None], clm_weights, weights)
+    inputs = objectives.corrupt(corrupt_rng, tokens, masked, MASKING)
+    logits = model.apply(params, inputs, segment_ids, batch["positions"], causal)
+    loss_sum, count = objectives.cross_entropy(logits, targets, weights, z_loss)
+    return loss_sum / count
+
+
+@pytest.mark.parametrize("family,max_mask_rate", [("hybrid", None), ("mlm", 0.01)])
+def test_masked_only_projection_equals_full_logits_in_loss_and_gradients(family, max_mask_rate):
+    """A hybrid batch (2 causal rows in 8) gathers its predicted positions into 128 slots (chunks
+    of 32); with max_mask_rate 0.01 an mlm batch overflows its 16 slots and takes every position."""
+    model, params, _ = make(family)
+    tokens = jax.random.randint(jax.random.key(12), (8, 32), 7, V)
+    batch, rng, causal_rows = _batch(tokens), jax.random.key(13), 2 if family == "hybrid" else 0
+
+    def gathered(p):
+        return objectives.compute_loss(model, p, batch, rng, mask_rate=0.15, max_mask_rate=max_mask_rate,
+                                       masking=MASKING, causal_rows=causal_rows, z_loss=1e-3, chunk=32)
+
+    def full(p):
+        return _full_logits_loss(model, p, batch, rng, 0.15, causal_rows, 1e-3)
+
+    (loss, aux), grads = jax.jit(jax.value_and_grad(gathered, has_aux=True))(params)
+    always = causal_rows * 32
+    capacity = objectives.prediction_capacity(256, always, max_mask_rate or 0.15, False, 8)
+    assert (capacity < float(aux["predicted_tokens"])) == (max_mask_rate is not None)
+    assert always < float(aux["predicted_tokens"]) < 256
+    assert float(loss) == pytest.approx(float(full(params)), rel=1e-5)
+    for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(jax.grad(full)(params))):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
 def test_masking_rate_and_whole_words():
     tokens = jax.random.randint(jax.random.key(6), (64, 64), 7, V)
     batch = _batch(tokens)

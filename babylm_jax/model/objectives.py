@@ -12,9 +12,13 @@ masking). Masking happens here, inside jit, from an explicit key.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 
 import jax
 import jax.numpy as jnp
+
+LOSS_CHUNK = 256  # rows of logits per chunk of the loss: 256 x a vocabulary of 6,000 in f32 is 6 MB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +43,82 @@ def cross_entropy(
     loss_BxL = log_z_BxL - target_logit_BxL + z_loss * jnp.square(log_z_BxL)
     weights = weights_BxL.astype(jnp.float32)
     return jnp.sum(loss_BxL * weights), jnp.sum(weights)
+
+
+def _chunked(x: jax.Array, chunk: int) -> jax.Array:
+    """[N, ...] -> [C, M, ...]: C = ceil(N / chunk) chunks of M <= chunk rows, M a multiple of 8
+    where possible, zero-padded at the end (under 8 rows a chunk)."""
+    n = x.shape[0]
+    count = -(-n // chunk)
+    per_chunk = -(-n // count)
+    rows = min(chunk, -(-per_chunk // 8) * 8)
+    pad = count * rows - n
+    return jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1)).reshape(count, rows, *x.shape[1:])
+
+
+def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss):
+    """One chunk's logits (still in cache), their log-sum-exp, and summed weighted loss."""
+    logits_NxV = jnp.dot(x_NxD, embed_VxD.T, preferred_element_type=jnp.float32)
+    log_z_N = jax.nn.logsumexp(logits_NxV, axis=-1)
+    target_logit_N = jnp.take_along_axis(logits_NxV, targets_N[:, None], axis=-1)[:, 0]
+    loss = jnp.sum(weights_N * (log_z_N - target_logit_N + z_loss * jnp.square(log_z_N)))
+    return logits_NxV, log_z_N, loss
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def projected_cross_entropy(
+    x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, chunk: int
+) -> jax.Array:
+    """Summed float32 cross-entropy (+ z-loss) of `x @ embed.T` against `targets`, weighted.
+
+    The same number as `cross_entropy(x @ embed.T, ...)`, computed `chunk` rows at a time so
+    that each chunk's [chunk, V] logits stay in cache for the log-sum-exp; no [N, V] array
+    is ever built. Under differentiation the forward also forms each chunk's gradient
+    (softmax - one-hot, times the weight) while its logits are in cache, and keeps only the
+    [N, D] and [V, D] results for the backward pass (the loss is a sum, so its cotangent is
+    one scalar): three matmuls and one pass of exponentials per chunk, as the unchunked
+    gradient needs, but no logits written to or read back from memory.
+    """
+    chunks = (_chunked(x_NxD, chunk), _chunked(targets_N, chunk), _chunked(weights_N.astype(jnp.float32), chunk))
+
+    def body(total, xs):
+        return total + _chunk_terms(*xs[:1], embed_VxD, *xs[1:], z_loss)[2], None
+
+    return jax.lax.scan(body, jnp.zeros((), jnp.float32), chunks)[0]
+
+
+def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk):
+    n = x_NxD.shape[0]
+    embed = embed_VxD.astype(jnp.float32)
+    chunks = (_chunked(x_NxD.astype(jnp.float32), chunk), _chunked(targets_N, chunk),
+              _chunked(weights_N.astype(jnp.float32), chunk))
+
+    def body(carry, xs):
+        total, grad_embed_VxD = carry
+        x_CxD, targets_C, weights_C = xs
+        logits_CxV, log_z_C, loss = _chunk_terms(x_CxD, embed, targets_C, weights_C, z_loss)
+        # d loss / d logits = w (1 + 2 z log_z) softmax - w one_hot(target)
+        scale_C = weights_C * (1.0 + 2.0 * z_loss * log_z_C)
+        is_target_CxV = jnp.arange(logits_CxV.shape[1])[None, :] == targets_C[:, None]
+        grad_logits_CxV = (scale_C[:, None] * jnp.exp(logits_CxV - log_z_C[:, None])
+                           - jnp.where(is_target_CxV, weights_C[:, None], 0.0))
+        grad_x_CxD = jnp.dot(grad_logits_CxV, embed)
+        grad_embed_VxD = grad_embed_VxD + jnp.dot(grad_logits_CxV.T, x_CxD)
+        return (total + loss, grad_embed_VxD), grad_x_CxD
+
+    init = (jnp.zeros((), jnp.float32), jnp.zeros_like(embed))
+    (total, grad_embed_VxD), grad_x = jax.lax.scan(body, init, chunks)
+    grad_x_NxD = grad_x.reshape(-1, x_NxD.shape[1])[:n].astype(x_NxD.dtype)
+    return total, (grad_x_NxD, grad_embed_VxD.astype(embed_VxD.dtype), targets_N, weights_N)
+
+
+def _projected_cross_entropy_bwd(z_loss, chunk, residuals, g):
+    grad_x_NxD, grad_embed_VxD, targets_N, weights_N = residuals
+    zero = lambda a: jnp.zeros_like(a) if jnp.issubdtype(a.dtype, jnp.floating) else None  # noqa: E731
+    return g * grad_x_NxD, g * grad_embed_VxD, zero(targets_N), zero(weights_N)
+
+
+projected_cross_entropy.defvjp(_projected_cross_entropy_fwd, _projected_cross_entropy_bwd)
 
 
 def next_token_targets(tokens_BxL: jax.Array, segment_ids_BxL: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -88,6 +168,16 @@ def mntp_targets(tokens_BxL: jax.Array, masked_BxL: jax.Array, segment_ids_BxL: 
     return targets_BxL, same_doc_BxL & next_masked_BxL
 
 
+def prediction_capacity(num_positions: int, always: int, max_rate: float, whole_word: bool, multiple: int) -> int:
+    """A static number of predicted positions to gather: `always` (causal rows) plus a bound on
+    the masked ones, six standard deviations above the mean (doubled for whole-word draws),
+    rounded up to `multiple`; at most `num_positions`."""
+    drawn = num_positions - always
+    spread = 6.0 * math.sqrt(drawn * max_rate * (1.0 - max_rate)) * (2.0 if whole_word else 1.0)
+    capacity = always + math.ceil(drawn * max_rate + spread)
+    return min(num_positions, -(-capacity // multiple) * multiple)
+
+
 def compute_loss(
     model,
     params,
@@ -95,14 +185,20 @@ def compute_loss(
     rng: jax.Array,
     *,
     mask_rate: jax.Array | float = 0.15,
+    max_mask_rate: float | None = None,
     masking: MaskingConfig | None = None,
     causal_rows: int = 0,
     z_loss: float = 0.0,
     deterministic: bool = True,
+    chunk: int = LOSS_CHUNK,
 ) -> tuple[jax.Array, dict]:
     """Mean loss over predicted tokens for the model's family, and metrics.
 
-    `causal_rows` is the number of leading causal-LM rows in a hybrid batch.
+    `causal_rows` is the number of leading causal-LM rows in a hybrid batch. Masked and
+    hybrid models project only the predicted positions to the vocabulary: they are gathered
+    into a static number of slots (`prediction_capacity` for `max_mask_rate`, by default
+    `mask_rate` when it is a number), with a fallback to every position in the rare batch
+    that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time.
     """
     family = model.config.family
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
@@ -126,7 +222,36 @@ def compute_loss(
             targets = jnp.where(causal[:, None], clm_targets, targets)
             weights = jnp.where(causal[:, None], clm_weights, weights)
         inputs = corrupt(corrupt_rng, tokens, masked, masking)
-    logits = model.apply(params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs=rngs)
-    loss_sum, count = cross_entropy(logits, targets, weights, z_loss)
+    hidden_BxLxD, _ = model.apply(
+        params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs=rngs, method="encode"
+    )
+    embed_VxD = model.apply(params, method="output_embedding")
+    hidden_NxD = hidden_BxLxD.reshape(-1, hidden_BxLxD.shape[-1])
+    targets_N, weights_N = targets.reshape(-1), weights.reshape(-1).astype(jnp.float32)
+    count = jnp.sum(weights_N)
+
+    def loss_over(hidden_KxD, targets_K, weights_K):
+        x_KxD = model.apply(params, hidden_KxD, method="head")
+        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk)
+
+    def all_positions():
+        return loss_over(hidden_NxD, targets_N, weights_N)
+
+    n = hidden_NxD.shape[0]
+    rate = max_mask_rate if max_mask_rate is not None else mask_rate
+    capacity = n
+    if family != "causal" and isinstance(rate, (int, float)):
+        always = causal_rows * tokens.shape[1] if family == "hybrid" else 0
+        capacity = prediction_capacity(n, always, float(rate), masking.whole_word, 8)
+    if capacity < n:
+
+        def predicted_positions():
+            index_K = jnp.nonzero(weights_N, size=capacity, fill_value=0)[0]
+            weights_K = jnp.where(jnp.arange(capacity) < count, weights_N[index_K], 0.0)
+            return loss_over(hidden_NxD[index_K], targets_N[index_K], weights_K)
+
+        loss_sum = jax.lax.cond(count <= capacity, predicted_positions, all_positions)
+    else:
+        loss_sum = all_positions()
     loss = loss_sum / jnp.maximum(count, 1.0)
     return loss, {"loss": loss, "predicted_tokens": count}

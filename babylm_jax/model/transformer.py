@@ -184,11 +184,19 @@ class Transformer(nn.Module):
             return hidden_BxLxD, None
         return hidden_BxLxD, jnp.concatenate([block_inputs_NxBxLxD, hidden_BxLxD[None]], axis=0)
 
-    def project(self, hidden_XxD: jax.Array) -> jax.Array:
-        """Float32 logits [..., V] from final hidden states of any leading shape."""
+    def head(self, hidden_XxD: jax.Array) -> jax.Array:
+        """Float32 inputs of the output projection: the head transform (mlm, hybrid) or the hidden states."""
         if self.config.has_head_transform:
             hidden_XxD = self.head_norm(nn.gelu(self.head_dense(hidden_XxD), approximate=False))
-        return self.embed.attend(hidden_XxD.astype(jnp.float32))
+        return hidden_XxD.astype(jnp.float32)
+
+    def output_embedding(self) -> jax.Array:
+        """The [V, D] token embedding, which is also the tied output projection."""
+        return self.embed.embedding
+
+    def project(self, hidden_XxD: jax.Array) -> jax.Array:
+        """Float32 logits [..., V] from final hidden states of any leading shape."""
+        return self.embed.attend(self.head(hidden_XxD))
 
     def __call__(
         self,

@@ -2,8 +2,10 @@
 
 FLOP convention (as MaxText): a multiply-add is 2 FLOPs; training = 3 x forward (forward,
 plus backward for activations and weights). Per token, forward =
-  2 x (matmul weights: qkv, attention out, MLP, head transform)
-+ 2 x d_model x vocab (the tied output projection; the embedding lookup is free)
+  2 x (matmul weights: qkv, attention out, MLP)
++ 2 x (head transform + d_model x vocab, the tied output projection) at the positions that
+  are predicted (all for causal models, the masked ones for the others; the embedding lookup
+  is free)
 + attention: 4 x seq_len x d_model per layer (QK^T and PV), halved for causal rows
   (only the lower triangle is useful work).
 """
@@ -46,14 +48,25 @@ def causal_share(config) -> float:
     return {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[config.model.family]
 
 
-def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float) -> float:
-    """Forward FLOPs per token; `causal_share` is the fraction of rows attending causally."""
+def predicted_share(config, mask_rate: float) -> float:
+    """The share of positions a step projects to the vocabulary: every one (causal), the masked
+    ones (mlm: `mask_rate`), or the causal rows' and the masked ones (hybrid)."""
+    share = causal_share(config)
+    return share + (1.0 - share) * mask_rate
+
+
+def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
+    """Forward FLOPs per token; `causal_share` is the fraction of rows attending causally,
+    `predicted_share` the fraction of positions projected to the vocabulary (with the head
+    transform, for mlm and hybrid models)."""
     attention = 4 * seq_len * c.d_model * c.num_layers * (1.0 - 0.5 * causal_share)
-    return 2 * matmul_params(c) + 2 * c.d_model * c.vocab_size + attention
+    head = c.d_model * c.d_model if c.has_head_transform else 0
+    body = matmul_params(c) - head
+    return 2 * body + 2 * predicted_share * (head + c.d_model * c.vocab_size) + attention
 
 
-def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float) -> float:
-    return 3 * forward_flops_per_token(c, seq_len, causal_share)
+def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
+    return 3 * forward_flops_per_token(c, seq_len, causal_share, predicted_share)
 
 
 def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:

@@ -91,8 +91,8 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
         rows = micro["tokens"].shape[0]
         return objectives.compute_loss(
             model, params, micro, rng,
-            mask_rate=mask_rate_at(train, step), masking=masking,
-            causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
+            mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
+            masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
             deterministic=deterministic,
         )
 

@@ -16,14 +16,23 @@ configs and a large jitted float32 matmul, so a busy machine slows all of them a
 best repeat of each is reported.
 
 FLOPs per token are `training.metrics.train_flops_per_token`: multiply-add = 2, training =
-3 x forward; forward = 2 x matmul weights (incl. the MLM head transform) + 2 x d_model x vocab
-(tied output projection, every position) + attention 4 x seq_len x d_model per layer, halved
-for causal rows. Rematerialised recomputation is not counted (model FLOPs, not hardware FLOPs).
+3 x forward; forward = 2 x matmul weights + 2 x (MLM head transform + d_model x vocab, the tied
+output projection) at the predicted positions (every one for causal models; the masked ones
+at the config's starting mask rate for mlm, and also the causal rows' for hybrid) + attention
+4 x seq_len x d_model per layer, halved for causal rows. Rematerialised recomputation and
+the padding slots of the masked-only projection are not counted (model FLOPs).
 
-MFU is achieved model FLOP/s over a peak: `--peak measured` (default) divides by the measured
-f32 matmul FLOP/s and prints `mfu_vs_measured_peak[<family>]: 0.NN` per config and, last, the
-lowest of them as `mfu_vs_measured_peak: 0.NN`; `--peak table` divides by the device's bf16
-dense peak from `training.metrics.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
+Conditions (`conditions.py`): the f32 matmul peak is measured before every repeat; the run
+reports its best against the best known idle peak of this machine kind, the load average
+before and after, and a WARNING line when the run's peak is far below the best known.
+
+Last lines: `mfu_vs_measured_peak[<family>]` (against this run's peak) and
+`mfu_vs_idle_peak[<family>]` (against the best known idle peak: what an idle machine would
+give if the step slows with the load as the matmul does; a lower bound otherwise) per
+config; the tokens/s of each family over the causal one's, `<family>_over_causal_tokens`
+(timed interleaved, best repeat of each); last, the lowest `mfu_vs_measured_peak`. With
+`--peak table` the MFU lines divide by the device's bf16 dense peak from
+`training.metrics.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
 """
 from __future__ import annotations
 
@@ -39,6 +48,7 @@ import ml_collections
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from conditions import Conditions  # noqa: E402
 from babylm_jax import cli  # noqa: E402
 from babylm_jax.data.tokenizer import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
@@ -103,7 +113,8 @@ class Bench:
         self.compile_s = time.perf_counter() - start
         self.memory = self.step.memory_analysis()
         self.tokens_per_step = self.shape[0] * self.shape[1]
-        self.flops_per_token = metrics.train_flops_per_token(self.model_config, length, metrics.causal_share(config))
+        self.flops_per_token = metrics.train_flops_per_token(
+            self.model_config, length, metrics.causal_share(config), metrics.predicted_share(config, config.train.mask_rate))
         self.seconds: list[float] = []
 
     def start(self) -> None:
@@ -164,6 +175,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
+    conditions = Conditions.start(args.matmul_n)
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
     benches = []
     for path in args.configs:
@@ -180,32 +192,35 @@ def main() -> None:
     if args.memory_only:
         return
 
-    matmul_flops = []
     for _ in range(args.repeats):
-        matmul_flops.append(metrics.measure_matmul_peak(n=args.matmul_n, repeats=3))
+        conditions.probe()
         for bench in benches:
             bench.seconds.append(bench.run(args.steps))
-    measured = max(matmul_flops)
-    print(f"f32 matmul {args.matmul_n}^2: best {measured / 1e9:,.1f} GFLOP/s "
-          f"(repeats: {', '.join(f'{f / 1e9:,.1f}' for f in matmul_flops)})")
+    conditions.report()
+    peaks = {"measured": conditions.run_peak, "idle": conditions.best_peak}
     if args.peak == "table":
-        peak, source = metrics.device_peak_flops()  # all devices
-    else:
-        peak, source = measured, "measured f32 matmul (this host)"
-    print(f"peak for MFU: {peak / 1e12:,.3f} TFLOP/s ({source})")
+        peaks = {"table": metrics.device_peak_flops()[0]}  # all devices
+    print("peaks for MFU: " + ", ".join(f"{k} {v / 1e12:,.3f} TFLOP/s" for k, v in peaks.items()))
 
-    ratios = []
-    for label, bench in zip(labels_for(benches), benches):
+    labels = labels_for(benches)
+    best_rates = {}
+    for label, bench in zip(labels, benches):
         rates = [args.steps * bench.tokens_per_step / s for s in bench.seconds]
-        best = max(rates)
-        mfu = best * bench.flops_per_token / peak
-        ratios.append((label, mfu))
-        print(f"{label}: tokens/s best {best:,.0f} (repeats: {', '.join(f'{r:,.0f}' for r in rates)}); "
-              f"{bench.flops_per_token / 1e6:,.1f} MFLOP/token; model {best * bench.flops_per_token / 1e9:,.1f} GFLOP/s; "
-              f"step {1e3 * min(bench.seconds) / args.steps:,.1f} ms")
-    for label, mfu in ratios:
-        print(f"mfu_vs_{args.peak}_peak[{label}]: {mfu:.2f}")
-    print(f"mfu_vs_{args.peak}_peak: {min(m for _, m in ratios):.2f}")
+        best_rates[label] = max(rates)
+        print(f"{label}: tokens/s best {best_rates[label]:,.0f} (repeats: {', '.join(f'{r:,.0f}' for r in rates)}); "
+              f"{bench.flops_per_token / 1e6:,.2f} MFLOP/token; model {best_rates[label] * bench.flops_per_token / 1e9:,.1f} "
+              f"GFLOP/s; step {1e3 * min(bench.seconds) / args.steps:,.1f} ms")
+    mfu = {}
+    for kind, peak in peaks.items():
+        for label, bench in zip(labels, benches):
+            mfu[kind, label] = best_rates[label] * bench.flops_per_token / peak
+            print(f"mfu_vs_{kind}_peak[{label}]: {mfu[kind, label]:.2f}")
+    if "causal" in best_rates:
+        for label in labels:
+            if label != "causal":
+                print(f"{label}_over_causal_tokens: {best_rates[label] / best_rates['causal']:.2f}")
+    kind = next(iter(peaks))
+    print(f"mfu_vs_{kind}_peak: {min(m for (k, _), m in mfu.items() if k == kind):.2f}")
 
 
 if __name__ == "__main__":
