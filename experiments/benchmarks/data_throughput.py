@@ -5,8 +5,9 @@
 Prints words/s of the official jieba count (worker processes, all cores), tokens/s of the
 cache tokenisation (all cores), the grain pipeline's batches/s on the base config's batch
 shape, and the base model's jitted causal train step rate (value_and_grad of
-objectives.compute_loss + optax adamw) measured in the same process. Last line:
-`pipeline_over_train_ratio: N` (target >= 10).
+objectives.compute_loss + optax adamw) measured in the same process, with the run's
+conditions (matmul peak probed before each timed part against the best known idle peak, load
+before and after: `conditions.py`). Last line: `pipeline_over_train_ratio: N` (target >= 10).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import optax
 from flax.linen import meta
 
+from conditions import Conditions
 from babylm_jax.config_files import load_config_file
 from babylm_jax.data import cache_keys, counting, pipeline, prepare, token_cache, workers
 from babylm_jax.data.config import DataConfig
@@ -64,12 +66,14 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=6000, help="built-in documents to prepare")
     parser.add_argument("--batches", type=int, default=200)
     args = parser.parse_args()
+    conditions = Conditions.start()
     config = base_config()
     config.data.max_documents = args.documents
     config.data.shard_chars = 200_000
     config.data.tokenizer.kind = "bpe"  # tokenizer training speed is not what this measures
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="data_throughput_"))
 
+    conditions.probe()
     start = time.perf_counter()
     data_config = DataConfig.from_config(config.data)
     corpus = counting.count_corpus(data_config, workdir / "data")
@@ -81,6 +85,7 @@ def main() -> None:
     for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
         shutil.rmtree(finished)
     key = cache_keys.tokenizer_key(corpus.root.name, data_config.tokenizer, config.model.vocab_size)
+    conditions.probe()
     start = time.perf_counter()
     framing = framing_for(config.model.family)
     tokens = token_cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", cache_keys.token_cache_key(key, framing),
@@ -91,13 +96,16 @@ def main() -> None:
 
     data = pipeline.build_train_data(config, workdir)
     batch = next(data.train_iterator)
+    conditions.probe()
     start = time.perf_counter()
     for _ in range(args.batches):
         batch = next(data.train_iterator)
     pipeline_rate = args.batches / (time.perf_counter() - start)
     print(f"pipeline: {pipeline_rate:,.1f} batches/s of {batch['tokens'].shape}")
+    conditions.probe()
     train_rate = train_steps_per_second(config, batch)
     print(f"train step (base model, causal, adamw): {train_rate:,.2f} steps/s")
+    conditions.report()
     print(f"pipeline_over_train_ratio: {pipeline_rate / train_rate:.1f}")
 
 

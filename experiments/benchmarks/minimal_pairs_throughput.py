@@ -7,9 +7,19 @@ Model: the size of `--config`'s model (default the base config) with random para
 and masked (PLL). Data: ZhoBLiMP from $BABYLM_DATA_DIR (an evenly spread fixed subset), else
 generated sentences. Prints pairs/s for each kernel, the kernel's useful model FLOP/s (real
 tokens only) over a large jitted matmul's FLOP/s measured in this process, the same for the
-reference, and, last, the causal kernel's speed over the reference's (both warmed up, on the
-same pairs). Timings are the best of `--repeats` runs, and the peak is measured just before
-each, so that other load on a shared machine does not decide the ratios.
+reference, and the causal kernel's speed over the reference's (both warmed up, on the same
+pairs). Timings are the best of `--repeats` runs, and the peak is measured just before each,
+so that other load on a shared machine does not decide the ratios; the run's conditions
+(peak against the best known idle peak, load before and after: `conditions.py`) are printed
+before the last lines.
+
+With torch and transformers installed (the export extra), the same models are exported
+(`hf.writer.write_export`) and scored in PyTorch the way the official pipeline does it
+(evaluation_pipeline/sentence_zero_shot, compute_results.py: batches of 64 items, each
+sentence right-padded to the batch's longest, full logits, log-softmax, gather; PLL: every
+masked copy, 64 copies a forward, the logits at the masked index), in this process on the
+same sentences, checked against the kernel's scores. Last lines (`key: value`):
+`kernel_over_official_causal` and `kernel_over_official_pll` (pairs/s over pairs/s).
 """
 from __future__ import annotations
 
@@ -17,6 +27,7 @@ import argparse
 import os
 import pathlib
 import sys
+import tempfile
 import time
 
 import flax.linen as nn
@@ -26,6 +37,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from conditions import Conditions  # noqa: E402
 from babylm_jax.config_files import load_config_file  # noqa: E402
 from babylm_jax.data.framing import framing_for  # noqa: E402
 from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
@@ -81,6 +93,67 @@ def best_time(repeats: int, fn, *args):
     return out, best
 
 
+def official_scores(hf_model, inputs: list[list[int]], variant: str, mask_id: int, pad_id: int,
+                    batch_size: int = 64) -> np.ndarray:
+    """Sentence scores computed as the official pipeline computes them (compute_results.py):
+    causal, `batch_size` sentences a forward, right-padded, full log-softmax, targets gathered
+    and summed; pll, each sentence's masked copies (one per token between [cls] and [sep]),
+    `batch_size` copies a forward, log-softmax of the logits at the masked index."""
+    import torch
+
+    def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        length = max(map(len, rows))
+        tokens = torch.full((len(rows), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), length), dtype=torch.long)
+        for i, r in enumerate(rows):
+            tokens[i, : len(r)], mask[i, : len(r)] = torch.tensor(r), 1
+        return tokens, mask
+
+    scores = []
+    with torch.no_grad():
+        if variant == "causal":
+            for start in range(0, len(inputs), batch_size):
+                rows = inputs[start:start + batch_size]
+                tokens, mask = padded(rows)
+                log_probs = torch.log_softmax(hf_model(input_ids=tokens, attention_mask=mask).logits, dim=-1)
+                targets = torch.cat([tokens[:, 1:], torch.zeros_like(tokens[:, :1])], dim=1)
+                target_log_probs = torch.gather(log_probs, -1, targets.unsqueeze(-1)).squeeze(-1)
+                phrase = torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], dim=1)
+                scores.append(torch.sum(target_log_probs * phrase, dim=1))
+            return torch.cat(scores).double().numpy()
+        copies, index, targets, owner = [], [], [], []
+        for s, row in enumerate(inputs):
+            for i in range(1, len(row) - 1):
+                copies.append(scoring.masked_copy(row, i, mask_id, None))
+                index.append(i)
+                targets.append(row[i])
+                owner.append(s)
+        reads = []
+        for start in range(0, len(copies), batch_size):
+            tokens, mask = padded(copies[start:start + batch_size])
+            logits = hf_model(input_ids=tokens, attention_mask=mask).logits
+            masked_logits = logits[torch.arange(len(tokens)), torch.tensor(index[start:start + batch_size])]
+            log_probs = torch.log_softmax(masked_logits, dim=-1)
+            reads.append(torch.gather(log_probs, -1, torch.tensor(targets[start:start + batch_size])[:, None])[:, 0])
+        return np.bincount(owner, weights=torch.cat(reads).double().numpy(), minlength=len(inputs))
+
+
+def export_for_torch(model: Transformer, params: dict, tokenizer, directory: str):
+    """The model exported as the official pipeline loads it (AutoModelFor*LM, remote code), or None
+    without the export extra."""
+    try:
+        import transformers
+
+        from babylm_jax.hf import writer
+    except ImportError as error:
+        print(f"official scorer skipped: {error} (pip install -e '.[export]')")
+        return None
+    out = writer.write_export(pathlib.Path(directory) / model.config.family, model.config, params, tokenizer,
+                              provenance={"benchmark": "minimal_pairs_throughput"})
+    auto = transformers.AutoModelForCausalLM if model.config.family == "causal" else transformers.AutoModelForMaskedLM
+    return auto.from_pretrained(out, trust_remote_code=True).eval()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=2000, help="pairs for the causal kernel")
@@ -91,18 +164,20 @@ def main() -> None:
     parser.add_argument("--row_len", type=int, default=scoring_defaults.row_len)
     parser.add_argument("--config", default=str(ROOT / "configs" / "base.py"), help="config file of the model size")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per kernel; the best counts")
+    parser.add_argument("--official_pairs", type=int, default=200, help="pairs for the official PyTorch scorer")
     args = parser.parse_args()
 
+    conditions = Conditions.start()
+    export_dir = tempfile.TemporaryDirectory(prefix="minimal_pairs_throughput_")
     print(f"devices: {jax.devices()}; model size from {args.config}")
-    texts = load_sentences(max(args.pairs, args.pll_pairs, args.reference_pairs))
+    texts = load_sentences(max(args.pairs, args.pll_pairs, args.reference_pairs, args.official_pairs))
     tokenizer = CharTokenizer(sorted(set("".join(texts))), byte_fallback=True)
-    peaks = []
 
     def peak_and_time(fn, *fn_args):
-        peaks.append(metrics.measure_matmul_peak())
+        conditions.probe()
         return best_time(args.repeats, fn, *fn_args)
 
-    rates, flops_per_s = {}, {}
+    rates, flops_per_s, official = {}, {}, {}
     for family, num_pairs in (("mlm", args.pll_pairs), ("causal", args.pairs)):
         model, params = random_model(args.config, family, tokenizer.vocab_size)
         variant = scoring.FAMILY_VARIANT[family]
@@ -117,6 +192,16 @@ def main() -> None:
         print(f"{family}: {rates[family]:.1f} pairs/s ({num_pairs} pairs in {seconds:.2f}s, first call "
               f"{compile_s:.2f}s, compiles {scorer.num_compiles}); real/padded tokens "
               f"{scorer.last_real_tokens / scorer.last_padded_tokens:.3f}; useful {flops / seconds / 1e9:.1f} GFLOP/s")
+        hf_model = export_for_torch(model, params, tokenizer, export_dir.name)
+        if hf_model is not None:
+            subset = inputs[: 2 * min(num_pairs, args.official_pairs)]
+            pad_id = tokenizer.eos_id if family == "causal" else tokenizer.cls_id  # as the pipeline pads
+            theirs, official_s = peak_and_time(official_scores, hf_model, subset, variant, tokenizer.mask_id, pad_id)
+            ours, kernel_s = peak_and_time(scorer.score, subset)
+            official[variant] = official_s / kernel_s
+            print(f"official scorer ({variant}, PyTorch, {torch_threads()} threads): {len(subset) / 2 / official_s:.1f} "
+                  f"pairs/s against the kernel's {len(subset) / 2 / kernel_s:.1f} on the same {len(subset) // 2} pairs; "
+                  f"max |kernel - official| = {float(np.abs(theirs - ours).max()):.2e}")
         if family == "causal":
             subset = inputs[: 2 * args.reference_pairs]
             scoring.reference_scores(model, params, subset, variant, tokenizer.mask_id)  # compiles
@@ -129,13 +214,22 @@ def main() -> None:
                   f"useful {ref_flops / ref_seconds / 1e9:.1f} GFLOP/s; max |kernel - reference| = {max_diff:.2e}")
             ratio = rates[family] / (args.reference_pairs / ref_seconds)
             reference_efficiency = ref_flops / ref_seconds
-    peak = max(peaks)
-    print(f"measured matmul peak: {peak / 1e9:.1f} GFLOP/s (best of {len(peaks)}: "
-          f"{', '.join(f'{p / 1e9:.1f}' for p in peaks)})")
+    conditions.report()
+    peak, idle = conditions.run_peak, conditions.best_peak
     print(f"reference_useful_flops_vs_measured_peak: {reference_efficiency / peak:.2f}")
     print(f"pll_useful_flops_vs_measured_peak: {flops_per_s['mlm'] / peak:.2f}")
     print(f"useful_flops_vs_measured_peak: {flops_per_s['causal'] / peak:.2f}")
+    print(f"pll_useful_flops_vs_idle_peak: {flops_per_s['mlm'] / idle:.2f}")
+    print(f"useful_flops_vs_idle_peak: {flops_per_s['causal'] / idle:.2f}")
     print(f"kernel_over_reference: {ratio:.1f}")
+    for variant, value in official.items():
+        print(f"kernel_over_official_{variant}: {value:.1f}")
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 if __name__ == "__main__":
