@@ -10,12 +10,14 @@ Cases (issue 14):
 - a changed schedule (train.num_steps, ...) is refused by key name unless
   train.allow_schedule_change;
 - a second run on a held workdir is refused at once naming the holder's pid; the lock of a
-  dead process is taken over; leftovers of interrupted writes are removed at the next start;
+  dead process is taken over; a workdir that cannot be written is named; leftovers of
+  interrupted writes are removed at the next start;
 - files are written with the user's umask;
 - metrics.jsonl: a partial last line is repaired on resume and each step is logged once;
 - a token cache or counted corpus shard changed or truncated after prepare is rebuilt, with
   a warning naming the file, never used as it is;
 - prepare's worker processes exit when their parent is killed;
+- a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
 - (evaluate keeping the finished tasks when a later one fails: tests/test_cli.py)
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
   model's max_len is an error naming file:line.
@@ -149,6 +151,13 @@ def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):
         assert (tmp_path / ".lock").read_text() == f"prepare pid {os.getpid()}\n"
 
 
+def test_a_workdir_that_cannot_be_written_is_named(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(WorkdirError, match=r"cannot write in workdir .*file/run.*writable --workdir"):
+        with workdir_lock(tmp_path / "file" / "run", "train"):
+            pass
+
+
 def test_a_second_train_on_a_held_workdir_stops_at_once(tiny_corpus_dir, tmp_path):
     with workdir_lock(tmp_path, "train"):
         with pytest.raises(WorkdirError, match="in use"):
@@ -276,3 +285,25 @@ def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
                                    variant="causal")
     with pytest.raises(ValueError, match=rf"{path}:2: the bad sentence needs 2\d tokens, more than the model's max_len=16"):
         minimal_pairs.score_pairs(scorer, tokenizer, pairs)
+
+
+@pytest.mark.parametrize("policy", ["stop", "skip"])
+def test_a_truncated_jsonl_gz_is_a_bad_line(policy, tmp_path):
+    import gzip
+
+    from babylm_jax.data import corpus
+    from babylm_jax.data.config import DataConfig
+
+    rows = "".join(json.dumps({"text": f"第{i}篇文章讲的是今天天气很好。"}, ensure_ascii=False) + "\n" for i in range(400))
+    path = tmp_path / "corpus" / "docs.jsonl.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(rows.encode())[:-40])  # cut short, as by a killed download
+    config = tiny_config(tmp_path / "corpus")
+    config.data.on_bad_line = policy
+    data_config = DataConfig.from_config(config.data)
+    documents = lambda: list(corpus.iter_raw_documents(corpus.list_sources(data_config), data_config))  # noqa: E731
+    if policy == "stop":
+        with pytest.raises(corpus.CorpusError, match=rf"{path}:\d+: the file is damaged or cut short.*on_bad_line='skip'"):
+            documents()
+    else:
+        assert 300 < len(documents()) < 400  # the whole lines before the cut

@@ -23,6 +23,7 @@ import logging
 import pathlib
 import re
 import unicodedata
+import zlib
 from typing import TYPE_CHECKING, Iterator
 
 from babylm_jax.data import builtin
@@ -139,13 +140,25 @@ class _BadLines:
 
 
 def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line; a damaged or truncated .gz ends the file as one bad line."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
+        lines, number = iter(f), 0
+        while True:
             try:
-                yield number, raw.decode("utf-8")
+                raw = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, zlib.error) as e:  # gzip: truncated stream, bad header or CRC
+                bad(path, number + 1, f"the file is damaged or cut short here ({e}); the rest of it is unreadable")
+                return
+            number += 1
+            try:
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason})")
+                continue
+            yield number, text
 
 
 def _txt_documents(path: pathlib.Path, per: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
