@@ -70,8 +70,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.fmri.fmri.alpha_per_voxel = False  # not official
     config.fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.cogbench.ROIS
     config.fmri.fmri.context = "sentence"  # story words in context of their "sentence" (line) or whole "story"
-    config.fmri.fmri.word_tokens = "split"  # each word tokenized on its own (official) or the "joined" line
-    config.fmri.fmri.separator = ""  # text between the words of a context ("joined" only)
     config.fmri.fmri.tr = 0.71  # seconds per TR
     config.fmri.fmri.oversampling = 71  # HRF samples per TR (oversampling / tr = grid_hz)
     config.fmri.fmri.grid_hz = 100  # word-onset grid

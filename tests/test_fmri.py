@@ -266,7 +266,7 @@ def _official_ridge_train_dev_test(train_x, train_y, dev_x, dev_y, test_x, test_
 
 def test_discourse_ridge_and_correlation_are_the_official_ones():
     settings = default_settings().fmri
-    assert (settings.ridge_form, settings.rcond, settings.correlation_ddof, settings.word_tokens) == ("svd", 0.0, 1, "split")
+    assert (settings.ridge_form, settings.rcond, settings.correlation_ddof) == ("svd", 0.0, 1)
     rng = np.random.default_rng(4)
     n_train, n_dev, n_test, dim = 150, 60, 50, 24
     x = rng.normal(size=(n_train + n_dev + n_test, dim)).astype(np.float32)
@@ -313,9 +313,9 @@ def test_story_words_are_tokenized_each_on_its_own(loaded):
                                     method=Transformer.encode)[1])[:, 0]
     for k, positions in enumerate([[1, 2, 3], [4, 5], [6, 7, 8, 9]]):
         np.testing.assert_allclose(ours[:, k], hidden[:, positions].mean(1), rtol=1e-5, atol=1e-5)
-    joined = features.story_word_features(model, params, tok, "mlm", [words], word_tokens="joined")
-    assert not np.allclose(joined[:, 1], ours[:, 1], atol=1e-3)  # one marker per line: other tokens, other features
     # chunks of whole words by their own token counts: room 5 holds 一丁 (3) and 七 (2), not 万丈三 (4) too
     rows = features.context_rows(tok, words, room=5)
     assert [len(ids) for ids, _ in rows] == [5, 4]
     assert rows[0][1] == [[0, 1, 2], [3, 4]] and rows[1][1] == [[0, 1, 2, 3]]
+    # a word alone over the room is a chunk of its own (the row cuts it), as the official loop does
+    assert [len(ids) for ids, _ in features.context_rows(tok, ["七", "一丁七万丈三上", "七"], room=5)] == [2, 8, 2]

@@ -10,17 +10,16 @@ Every row is framed as the model family trains (`data.framing`): `[bos] tokens [
 causal models, `[cls] tokens [sep]` for masked and hybrid models.
 - Words alone (word_fmri): each word is one row; its feature is the mean over every position
   of the row, special tokens included, as the official code pools over the attention mask.
-- Words in context (fmri), the official way (`word_tokens="split"`, the default): the words
-  of a context (one line of the story by default, or the whole story) are tokenized each on
-  its own and concatenated, as `tokenizer(words, is_split_into_words=True)` does in the
-  official `infer_sentence.py`; a word's feature is the mean over its own tokens (special
-  tokens excluded; a word with no token gets zeros). Contexts longer than the model's
-  maximum length are cut greedily into chunks of whole words whose token counts fit (each
-  chunk a fresh row with its own special tokens); a single word too long for a row keeps
-  its first tokens, as the official truncation does.
-- `word_tokens="joined"` (not official): the words are joined with `separator` ("" for
-  Chinese) and tokenized once, as the model read text in training (pieces may cross word
-  boundaries); a token belongs to every word whose character span it overlaps.
+- Words in context (fmri): the words of a context (one line of the story by default, or the
+  whole story) are tokenized each on its own and concatenated, as
+  `tokenizer(words, is_split_into_words=True)` does in the official `infer_sentence.py`; a
+  word's feature is the mean over its own tokens (special tokens excluded; a word with no
+  token gets zeros). Contexts longer than the model's maximum length are cut greedily into
+  chunks of whole words whose token counts fit (each chunk a fresh row with its own special
+  tokens); a single word too long for a row keeps its first tokens, as the official
+  truncation does. (Tokenizing the joined line once, as text is read in training, scored
+  lower at every layer of a causal and a masked model on `fmri_synth` data, so it is not
+  offered.)
 
 Every row is a sequence of token ids plus "pools" (lists of positions to average). Rows are
 sorted into power-of-two length buckets with a fixed token budget per batch, so a task
@@ -111,26 +110,6 @@ def word_features(model: Transformer, params, tokenizer: Tokenizer, family: str,
     return pooled_hidden_states(model, params, rows, pools, **kwargs)
 
 
-WORD_TOKENS = ("split", "joined")
-
-
-def _joined_row(tokenizer: Tokenizer, words: Sequence[str], separator: str) -> tuple[list[int], list[list[int]]]:
-    """Token ids of the joined words and, per word, the indices of tokens overlapping its characters."""
-    text, spans, start = "", [], 0
-    for k, word in enumerate(words):
-        if k:
-            text += separator
-            start += len(separator)
-        spans.append((start, start + len(word)))
-        text += word
-        start += len(word)
-    ids, offsets = tokenizer.encode_with_offsets(text)
-    starts = np.array([o[0] for o in offsets], int)
-    ends = np.array([o[1] for o in offsets], int)
-    members = [np.flatnonzero((starts < e) & (ends > s) & (ends > starts)).tolist() for s, e in spans]
-    return list(ids), members
-
-
 def _split_row(pieces: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
     """Each word's own token ids, concatenated, and per word the indices of its tokens."""
     ids: list[int] = []
@@ -141,45 +120,33 @@ def _split_row(pieces: Sequence[Sequence[int]]) -> tuple[list[int], list[list[in
     return ids, members
 
 
-def _greedy_chunks(sizes: Sequence[int], fits) -> list[list[int]]:
-    """Indices of whole words cut greedily into chunks: a word joins the current chunk while `fits` says so."""
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    for k in range(len(sizes)):
-        if not current or fits(current + [k]):
-            current.append(k)
-        else:
+def context_rows(tokenizer: Tokenizer, words: Sequence[str], room: int) -> list[tuple[list[int], list[list[int]]]]:
+    """(ids, token indices per word) of each chunk of one context: whole words, at most `room` tokens a chunk.
+
+    A word joins the current chunk while the chunk's token count stays within `room`; a word
+    alone over `room` is a chunk of its own (cut to `room` by the caller).
+    """
+    pieces = tokenizer.encode_batch(list(words)) if words else []
+    chunks: list[list[list[int]]] = []
+    current: list[list[int]] = []
+    for piece in pieces:
+        if current and sum(map(len, current)) + len(piece) > room:
             chunks.append(current)
-            current = [k]
+            current = []
+        current.append(piece)
     if current:
         chunks.append(current)
-    return chunks
-
-
-def context_rows(tokenizer: Tokenizer, words: Sequence[str], room: int, word_tokens: str = "split",
-                 separator: str = "") -> list[tuple[list[int], list[list[int]]]]:
-    """(ids, token indices per word) of each chunk of one context, at most `room` tokens a chunk."""
-    if word_tokens == "split":
-        pieces = tokenizer.encode_batch(list(words)) if words else []
-        sizes = [len(p) for p in pieces]
-        chunks = _greedy_chunks(sizes, lambda ks: sum(sizes[k] for k in ks) <= room)
-        return [_split_row([pieces[k] for k in chunk]) for chunk in chunks]
-    if word_tokens == "joined":
-        chunks = _greedy_chunks([0] * len(words), lambda ks: len(tokenizer.encode(
-            separator.join(words[k] for k in ks))) <= room)
-        return [_joined_row(tokenizer, [words[k] for k in chunk], separator) for chunk in chunks]
-    raise ValueError(f"word_tokens={word_tokens!r}; use one of {WORD_TOKENS}")
+    return [_split_row(chunk) for chunk in chunks]
 
 
 def story_word_features(model: Transformer, params, tokenizer: Tokenizer, family: str,
-                        contexts: Sequence[Sequence[str]], *, word_tokens: str = "split", separator: str = "",
-                        **kwargs) -> np.ndarray:
+                        contexts: Sequence[Sequence[str]], **kwargs) -> np.ndarray:
     """[layers, words, D] for the words of all `contexts` in order, each pooled over its tokens in context."""
     framing = framing_for(family)
     room = model.config.max_len - 2  # opener and closer
     rows, pools = [], []
     for words in contexts:
-        for ids, members in context_rows(tokenizer, words, room, word_tokens, separator):
+        for ids, members in context_rows(tokenizer, words, room):
             rows.append(framing.frame(ids[:room]))
             pools.append([[1 + t for t in m if t < room] for m in members])  # after the opener
     return pooled_hidden_states(model, params, rows, pools, **kwargs)

@@ -28,9 +28,8 @@ Choices the description leaves open (each a setting in configs/eval.py, `fmri.wo
   `standardize_rows=False`.
 - Context for story words: one line of the story, as the official code (`context="sentence"`),
   or the whole story (`"story"`), chunked to the model's max length either way.
-- Tokens of story words: each word tokenized on its own, as the official
-  `is_split_into_words=True` (`word_tokens="split"`), or the joined line tokenized once as in
-  training (`"joined"`, not official; see `features.py`).
+- Story words are tokenized each on its own, as the official `is_split_into_words=True`
+  (`features.py`).
 - Ridge routes other than the official SVD: `ridge_form="primal"`/`"dual"` (eigh of a Gram
   matrix, faster on CPU; drops components below `rcond` x the largest, so it may pick
   another alpha on ill-conditioned features); `correlation_ddof=0` reports plain Pearson r.
@@ -291,8 +290,7 @@ def run_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, eval_s
     designs = []
     for (split, story_id), lines in tqdm(texts.items(), desc="fmri features"):
         contexts = lines if settings.context == "sentence" else [[w for line in lines for w in line]]
-        words_LxWxD = features.story_word_features(model, loaded.params, loaded.tokenizer, family, contexts,
-                                                   word_tokens=settings.word_tokens, separator=settings.separator)
+        words_LxWxD = features.story_word_features(model, loaded.params, loaded.tokenizer, family, contexts)
         designs.append(story_design(words_LxWxD, timings[split, story_id], hrf, settings,
                                     where=f"{root / split}/story_{story_id}"))
     x_LxNxD = np.concatenate(designs, axis=1)

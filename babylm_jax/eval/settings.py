@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import ml_collections
 
 from babylm_jax.config_files import load_config_file
-from babylm_jax.eval import clue, cogbench, features, finetune_config, ridge
+from babylm_jax.eval import clue, cogbench, finetune_config, ridge
 from babylm_jax.model.transformer import ModelConfig
 
 DEFAULT_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "eval.py"  # the one home of the values
@@ -101,8 +101,6 @@ class FmriSettings(RidgeSettings):
     penalty_power: float
     rois: tuple[str, ...]
     context: str
-    word_tokens: str
-    separator: str
     tr: float
     oversampling: int
     grid_hz: int
@@ -117,7 +115,6 @@ class FmriSettings(RidgeSettings):
         return [("rois", set(self.rois) <= set(cogbench.ROIS) and bool(self.rois),
                  f"must name regions of {cogbench.ROIS} (() = all)"),
                 ("context", self.context in ("sentence", "story"), "must be 'sentence' or 'story'"),
-                ("word_tokens", self.word_tokens in features.WORD_TOKENS, f"must be one of {features.WORD_TOKENS}"),
                 ("rcond", self.rcond >= 0, "must be >= 0"),
                 ("correlation_ddof", self.correlation_ddof in (0, 1), "must be 0 or 1"),
                 ("feature_zscore", self.feature_zscore in ("matrix", "column"), "must be 'matrix' or 'column'"),
