@@ -27,6 +27,7 @@ import pathlib
 from typing import Any, Sequence
 
 from absl import flags
+from ml_collections import config_flags
 
 from babylm_jax import cli
 from babylm_jax.eval import finetune_config, layout
@@ -145,7 +146,8 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
     results, failed = evaluate(loaded, data_dir, specs, settings)
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
-                            data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename)
+                            data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
+                            config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))
     reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
     finetuned = finetune_record(settings, [spec.name for spec in specs])
     if finetuned:

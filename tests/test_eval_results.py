@@ -93,6 +93,7 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     # --limit 2: each task scores 2 pairs, in 1 or 2 UIDs, so every accuracy is 0, 1/2 or 1.
     assert all(v["accuracy"] in (0.0, 0.5, 1.0) for v in official.values()), official
     details = json.loads(output.with_name("results_details.json").read_text())
+    assert details["metadata"]["config_overrides"] == {"scoring.batch_size": 8, "scoring.row_len": 32}
     assert details["metadata"]["checkpoint_step"] == 2 and details["metadata"]["scoring"] == "causal"
     assert details["tasks"]["zhoblimp"]["num_items"] == 2
     evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, output)
