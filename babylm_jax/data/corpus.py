@@ -24,7 +24,7 @@ import pathlib
 import re
 import unicodedata
 import zlib
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from babylm_jax.data import builtin
 
@@ -200,13 +200,21 @@ def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterat
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(path)
-    if field not in parquet.schema_arrow.names:
-        raise CorpusError(
-            f"{path}: parquet file has no column {field!r} (data.text_field); columns: {parquet.schema_arrow.names}"
-        )
+    _check_column(path, "parquet", field, parquet.schema_arrow.names)
+    batches = parquet.iter_batches(columns=[field], batch_size=4096)
+    yield from _column_rows(path, field, (batch.column(0).to_pylist() for batch in batches), bad)
+
+
+def _check_column(path: pathlib.Path, kind: str, field: str, names: list[str]) -> None:
+    if field not in names:
+        raise CorpusError(f"{path}: {kind} file has no column {field!r} (data.text_field); columns: {names}")
+
+
+def _column_rows(path: pathlib.Path, field: str, columns: Iterable[list], bad: _BadLines) -> Iterator[tuple[int, str]]:
+    """(row number, text) of a table's text column, given a batch of rows at a time; a missing value is a bad line."""
     number = 0
-    for batch in parquet.iter_batches(columns=[field], batch_size=4096):
-        for text in batch.column(0).to_pylist():
+    for values in columns:
+        for text in values:
             number += 1
             if text is None:
                 bad(path, number, f"row has no {field!r} value")
@@ -231,16 +239,9 @@ def _arrow_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
             schema = file_reader.schema
         else:
             batches, schema = iter(reader), reader.schema
-        if field not in schema.names:
-            raise CorpusError(f"{path}: arrow file has no column {field!r} (data.text_field); columns: {schema.names}")
-        number = 0
-        for batch in batches:
-            for text in batch.column(schema.get_field_index(field)).to_pylist():
-                number += 1
-                if text is None:
-                    bad(path, number, f"row has no {field!r} value")
-                    continue
-                yield number, text
+        _check_column(path, "arrow", field, schema.names)
+        index = schema.get_field_index(field)
+        yield from _column_rows(path, field, (batch.column(index).to_pylist() for batch in batches), bad)
 
 
 def _file_documents(path: pathlib.Path, data_config: DataConfig, bad: _BadLines) -> Iterator[tuple[int, str]]:
