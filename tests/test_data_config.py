@@ -64,15 +64,19 @@ def test_unknown_and_missing_keys_are_named():
         DataConfig.from_config(config.data)
 
 
-def test_prepare_refuses_a_typo_before_counting(tmp_path, monkeypatch):
+@pytest.mark.parametrize("key, value, message", [
+    ("kind", "bep", "data.tokenizer.kind"),
+    ("required_characters", "cjk_basic", r"required_characters needs 21,010 character ids .*model.vocab_size=64"),
+])
+def test_prepare_refuses_before_counting(tmp_path, monkeypatch, key, value, message):
     config = synthetic.tiny_config(synthetic.write_txt_corpus(tmp_path / "corpus", 20))
-    config.data.tokenizer.kind = "bep"
+    config.data.tokenizer[key] = value
 
     def count_corpus(*args, **kwargs):
         raise AssertionError("the corpus was counted before the config was checked")
 
     monkeypatch.setattr(prepare, "count_corpus", count_corpus)
-    with pytest.raises(ValueError, match="data.tokenizer.kind"):
+    with pytest.raises(ValueError, match=message):
         prepare.prepare_corpus(config, tmp_path / "w")
     assert not (tmp_path / "w").exists()
 

@@ -22,8 +22,8 @@ from babylm_jax.data.config import DataConfig, TokenizerConfig
 from babylm_jax.data.counting import CorpusCache, count_corpus
 from babylm_jax.data.framing import framing_for
 from babylm_jax.data.token_cache import TokenCache, tokenize_corpus
-from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, load_tokenizer, required_characters,
-                                       train_tokenizer)
+from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
+                                       required_characters, reserved_ids, train_tokenizer)
 
 
 @dataclasses.dataclass
@@ -91,6 +91,8 @@ def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     workdir = pathlib.Path(workdir)
     data_config = DataConfig.from_config(config.data)  # every data key checked before any file is read
     vocab_size, framing = int(config.model.vocab_size), framing_for(config.model.family)
+    tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
+    check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
     corpus = count_corpus(data_config, workdir / "data", line_filter)
     report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)

@@ -269,7 +269,13 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     return sorted(chars, key=lambda c: (-counts.get(c, 0), c))
 
 
-def _check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
+def reserved_ids(byte_fallback: bool) -> int:
+    """Ids every tokenizer holds before its pieces: the special ones, and the 256 bytes with byte fallback."""
+    return len(SPECIAL_PIECES) + (NUM_BYTES if byte_fallback else 0)
+
+
+def check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
+    """Refuses a `vocab_size` without an id for each `required` character beside the `reserved` ones."""
     if len(required) + reserved > vocab_size:
         raise ValueError(
             f"data.tokenizer.required_characters needs {len(required):,} character ids plus {reserved} reserved, "
@@ -298,10 +304,10 @@ def char_tokenizer_from_counts(
     counts: dict[str, int], vocab_size: int, min_count: int, byte_fallback: bool, required: Sequence[str] = ()
 ) -> CharTokenizer:
     """The `required` characters, then the most frequent ones seen >= `min_count` times, as many as `vocab_size` allows."""
-    reserved = len(SPECIAL_PIECES) + (NUM_BYTES if byte_fallback else 0)
+    reserved = reserved_ids(byte_fallback)
     if vocab_size <= reserved:
         raise ValueError(f"model.vocab_size={vocab_size} leaves no room for characters ({reserved} reserved ids)")
-    _check_room(required, vocab_size, reserved)
+    check_room(required, vocab_size, reserved)
     must = set(required)
     frequent = sorted((c for c, n in counts.items() if n >= min_count and c not in must), key=lambda c: (-counts[c], c))
     kept = list(dict.fromkeys(required)) + frequent
@@ -311,7 +317,7 @@ def char_tokenizer_from_counts(
 
 
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
-    _check_room(required, vocab_size, len(SPECIAL_PIECES) + (NUM_BYTES if config.byte_fallback else 0))
+    check_room(required, vocab_size, reserved_ids(config.byte_fallback))
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())
     try:
