@@ -78,6 +78,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.log_every_steps = 20
     config.train.eval_every_steps = 100
     config.train.eval_batches = 8
+    # Task curves: a paradigm-balanced sample of each minimal-pair task, scored at every eval
+    # and word milestone (metrics.jsonl "task/<name>", learning_curves.png); "" = off.
+    config.train.eval_tasks = "zhoblimp"
+    config.train.eval_task_items = 1180  # per task: 10 items from each of ZhoBLiMP's 118 paradigms
+    config.train.eval_data_dir = ""  # the tasks' data directory; "" = $BABYLM_DATA_DIR (else curves are off)
     config.train.optimizer = "adamw"  # "adamw" or "lamb"
     config.train.schedule = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
     config.train.decay_share = 0.2  # "wsd": share of steps in the final decay

@@ -6,7 +6,7 @@ import pytest
 
 from babylm_jax.config_files import load_config_file
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training import optim, trainer
+from babylm_jax.training import curricula, optim
 from babylm_jax.training.state import abstract_state
 
 CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"
@@ -52,7 +52,7 @@ def test_config_loads_and_shape_initialises(path, states):
     assert config.train.batch_size % config.train.grad_accum_steps == 0
     for start_share, length in config.train.seq_len_curriculum:
         assert 0.0 <= start_share < 1.0 and config.train.seq_len % length == 0, (start_share, length)
-    lengths = {trainer.seq_len_at(config, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
+    lengths = {curricula.seq_len_at(config, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
     assert max(lengths) <= model.config.max_len
 
 
@@ -90,7 +90,7 @@ def test_recipe_specifics(states):
     assert (t.optimizer, t.learning_rate, t.weight_decay, t.ema_decay) == ("lamb", 1e-2, 0.1, 0.999)
     assert (t.mask_rate, t.mask_rate_final, t.hybrid_causal_share) == (0.3, 0.15, 1 / 16)
     assert t.seq_len == 512
-    phases = [trainer.seq_len_at(config, s) for s in range(t.num_steps)]
+    phases = [curricula.seq_len_at(config, s) for s in range(t.num_steps)]
     assert sorted(set(phases)) == [128, 256, 512] and phases[0] == 128 and phases[-1] == 512
     assert phases == sorted(phases)
 

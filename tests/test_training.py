@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.data import pipeline
-from babylm_jax.training import checkpoint, trainer
+from babylm_jax.training import checkpoint, run, trainer
 from babylm_jax.training.state import build_model
 
 
@@ -59,7 +59,7 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
         assert max(jax.tree.leaves(diff)) > 1e-4
         data = pipeline.build_train_data(config, str(tmp_path))
-        masking = trainer.make_masking(config, data.tokenizer)
+        masking = run.make_masking(config, data.tokenizer)
         eval_step = jax.jit(trainer.make_eval_step(config, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
         batches = data.eval_batches[: config.train.eval_batches]
@@ -97,7 +97,7 @@ def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, mo
         data.train_iterator = RecordingIterator(data.train_iterator, seen.setdefault(str(workdir), []))
         return data
 
-    monkeypatch.setattr(trainer, "build_train_data", recording_build)
+    monkeypatch.setattr(run, "build_train_data", recording_build)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     trainer.train_and_evaluate(config, str(straight))
     trainer.train_and_evaluate(config, str(resumed), stop_at_step=4)

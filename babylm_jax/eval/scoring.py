@@ -306,12 +306,16 @@ class SentenceScorer:
         self.model, self.variant, self.mask_id = model, variant, mask_id
         self.batch_size, self.row_len = batch_size, min(row_len, model.config.max_len)
         self.mesh = Mesh(np.asarray(list(devices or jax.local_devices())), ("data",))
-        self.params = jax.device_put(params, NamedSharding(self.mesh, P()))
+        self.set_params(params)
         causal = variant == "causal"
         self._read = jax.jit(lambda p, b: read_logprobs(model, p, b, causal))
         self.last_real_tokens = 0
         self.last_padded_tokens = 0
         self.last_reads = 0
+
+    def set_params(self, params: Params) -> None:
+        """Scores with `params` from now on (same shapes: nothing recompiles)."""
+        self.params = jax.device_put(params, NamedSharding(self.mesh, P()))
 
     @property
     def num_compiles(self) -> int:

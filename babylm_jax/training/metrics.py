@@ -12,6 +12,7 @@ plus backward for activations and weights). Per token, forward =
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 
 from babylm_jax.atomic import atomic_write, atomic_write_text
 from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.training import curricula
 
 # Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).
 DEVICE_PEAK_FLOPS = {
@@ -134,31 +136,96 @@ def trim_metrics(workdir: str, last_step: int) -> None:
         atomic_write_text(path, trimmed)
 
 
+class StepLogger:
+    """Train-step metrics, fetched one step late so the host never stalls the device.
+
+    Owns the timing window behind tokens/s and MFU, the history of logged steps and the
+    writer; a non-finite loss raises FloatingPointError naming the step.
+    """
+
+    def __init__(self, writer: MetricsWriter, model: ModelConfig, config: Any, log_every: int, last_step: int):
+        self.writer, self.model, self.config = writer, model, config
+        self.log_every, self.last_step = log_every, last_step
+        self.tokens_per_step = config.train.batch_size * config.train.seq_len
+        self.causal_share = causal_share(config)
+        self.peak_flops, self.peak_source = device_peak_flops()
+        self.history: list[dict] = []
+        self.pending: tuple[int, dict, float] | None = None  # (step, metrics on device, words seen)
+        self.restart_window()
+
+    def restart_window(self) -> None:
+        self.window_start, self.window_tokens = time.perf_counter(), 0
+
+    def step_done(self, step: int, metrics_on_device: dict, words_seen: float) -> dict | None:
+        """Logs the previous step (its metrics are ready by now), keeps this one pending; the
+        previous step's entry when it was a logging step."""
+        entry = self.flush(fetch=False)
+        self.pending = (step, metrics_on_device, words_seen)
+        return entry
+
+    def flush(self, fetch: bool = True) -> dict | None:
+        """Logs the pending step now; returns its entry when it was a logging step."""
+        if self.pending is None:
+            return None
+        step, on_device, words = self.pending
+        self.pending = None
+        return self._record(step, jax.device_get(on_device) if fetch else on_device, words)
+
+    def _record(self, step: int, fetched: dict, words: float) -> dict | None:
+        self.window_tokens += self.tokens_per_step
+        loss = float(fetched["loss"])
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss} at step {step}; lower train.learning_rate or check the data")
+        if step % self.log_every and step != self.last_step:
+            return None
+        elapsed = time.perf_counter() - self.window_start
+        tokens_per_s = self.window_tokens / elapsed if elapsed > 0 else 0.0
+        seq_len = curricula.seq_len_at(self.config, step - 1)
+        flops = tokens_per_s * train_flops_per_token(self.model, seq_len, self.causal_share)
+        entry = {
+            "step": step, "loss": loss, "grad_norm": float(fetched["grad_norm"]),
+            "learning_rate": float(fetched["learning_rate"]), "tokens_per_s": tokens_per_s,
+            "mfu": flops / self.peak_flops, "tokens_seen": step * self.tokens_per_step, "words_seen": words,
+        }
+        self.history.append(entry)
+        self.writer.write(entry)
+        self.restart_window()
+        return entry
+
+
 def plot_learning_curves(workdir: str) -> str:
-    """Writes `<workdir>/learning_curves.png` (train and eval loss against step) from metrics.jsonl."""
-    import matplotlib
+    """Writes `<workdir>/learning_curves.png` from metrics.jsonl: train and eval loss against
+    step and, when the run scored tasks, each task's accuracy against words seen."""
+    import matplotlib.figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train, evals = [], []
+    train, evals, tasks = {}, {}, {}
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         for line in f:
             record = json.loads(line)
             if "eval_loss" in record:
-                evals.append((record["step"], record["eval_loss"]))
+                evals[record["step"]] = record["eval_loss"]
             elif "loss" in record:
-                train.append((record["step"], record["loss"]))
-    fig, ax = plt.subplots(figsize=(6, 4))
+                train[record["step"]] = record["loss"]
+            for key, value in record.items():
+                if key.startswith("task/"):
+                    tasks.setdefault(key[len("task/"):], {})[record["words_seen"]] = value
+    figure = matplotlib.figure.Figure(figsize=(11 if tasks else 6, 4))
+    loss_axes = figure.add_subplot(1, 2 if tasks else 1, 1)
     for points, label, style in ((train, "train loss", "-"), (evals, "eval loss", "o-")):
         if points:
-            steps, losses = zip(*sorted(dict(points).items()))
-            ax.plot(steps, losses, style, label=label)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats/token)")
-    ax.legend()
-    ax.grid(alpha=0.3)
+            loss_axes.plot(*zip(*sorted(points.items())), style, label=label)
+    loss_axes.set(xlabel="step", ylabel="loss (nats/token)")
+    loss_axes.legend()
+    loss_axes.grid(alpha=0.3)
+    if tasks:
+        task_axes = figure.add_subplot(1, 2, 2)
+        for name, points in sorted(tasks.items()):
+            task_axes.plot(*zip(*sorted(points.items())), "o-", label=name)
+        task_axes.axhline(0.5, color="grey", linestyle=":", linewidth=1)
+        task_axes.set(xlabel="jieba words seen", ylabel="accuracy (sample, macro over UIDs)")
+        task_axes.legend()
+        task_axes.grid(alpha=0.3)
+    figure.tight_layout()
     path = os.path.join(workdir, "learning_curves.png")
-    atomic_write(path, lambda temp: fig.savefig(temp, format="png", dpi=100, bbox_inches="tight"))
-    plt.close(fig)
+    atomic_write(path, lambda temp: figure.savefig(temp, format="png", dpi=100))
     return path

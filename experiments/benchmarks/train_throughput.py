@@ -52,7 +52,7 @@ from conditions import Conditions  # noqa: E402
 from babylm_jax import cli  # noqa: E402
 from babylm_jax.data.tokenizer import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
-from babylm_jax.training import metrics, optim, sharding, state as state_lib, trainer  # noqa: E402
+from babylm_jax.training import metrics, optim, run, sharding, state as state_lib, trainer  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
@@ -92,7 +92,7 @@ class Bench:
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
-        masking = trainer.make_masking(config, stand_in)
+        masking = run.make_masking(config, stand_in)
 
         self.init, state_shardings, abstract_state = state_lib.sharded_init(config, model, optimizer, self.mesh)
         self.num_params = count_params(abstract_state.params)

@@ -1,0 +1,126 @@
+"""Setting up a training run: model, optimizer, data, mesh, state (fresh or restored), checkpointer.
+
+    model, mesh, optimizer = checked_parts(config)   # every config key checked, nothing touched yet
+    run = setup_run(config, workdir, model, mesh, optimizer)   # everything the loop needs
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import ml_collections
+import optax
+from jax.experimental import multihost_utils
+
+from babylm_jax.data.config import DataConfig
+from babylm_jax.data.pipeline import TrainData, build_train_data
+from babylm_jax.data.prepare import prepare_corpus
+from babylm_jax.model import objectives
+from babylm_jax.model.transformer import Transformer
+from babylm_jax.training import optim, sharding
+from babylm_jax.training import metrics as metrics_lib
+from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
+from babylm_jax.training.state import TrainState, build_model, sharded_init
+
+
+@dataclasses.dataclass
+class Run:
+    """A run ready to train: its parts, its state, and how far it has come."""
+
+    config: ml_collections.ConfigDict
+    workdir: str
+    is_main: bool
+    model: Transformer
+    optimizer: optax.GradientTransformation
+    data: TrainData
+    mesh: jax.sharding.Mesh
+    masking: objectives.MaskingConfig
+    state: TrainState
+    state_shardings: Any
+    checkpointer: Checkpointer
+    start_step: int
+    tokens_seen: int
+    words_seen: float
+
+
+def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objectives.MaskingConfig:
+    return objectives.MaskingConfig(
+        mask_id=tokenizer.mask_id,
+        vocab_size=tokenizer.vocab_size,
+        special_ids=tuple(tokenizer.special_ids),
+        whole_word=bool(config.data.whole_word_masking),
+    )
+
+
+def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
+    dist = config.get("distributed")
+    if dist is None or not dist.initialize:
+        return
+    kwargs = {}
+    if dist.coordinator_address:
+        kwargs = dict(
+            coordinator_address=dist.coordinator_address,
+            num_processes=dist.num_processes,
+            process_id=dist.process_id,
+        )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU-only runs; ignored elsewhere
+    jax.distributed.initialize(**kwargs)
+
+
+def checked_parts(
+    config: ml_collections.ConfigDict,
+) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
+    """The model, mesh and optimizer of `config`, every model, train, mesh and data key checked."""
+    model = build_model(config)  # validates model keys and seq_len
+    devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
+    mesh = sharding.make_mesh(config.mesh, devices)
+    sharding.check_batch_size(config.train.batch_size, mesh)
+    if config.train.batch_size % (jax.process_count() * config.train.grad_accum_steps):
+        raise ValueError(
+            f"config key train.batch_size={config.train.batch_size} must divide evenly over "
+            f"{jax.process_count()} processes x train.grad_accum_steps={config.train.grad_accum_steps}"
+        )
+    optimizer = optim.make_optimizer(config.train)
+    DataConfig.from_config(config.data)  # and the data keys
+    return model, mesh, optimizer
+
+
+def _train_data(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> TrainData:
+    if jax.process_count() > 1:  # one process prepares the data; the others then find it cached
+        if is_main:
+            prepare_corpus(config, workdir)
+        multihost_utils.sync_global_devices("babylm_jax: data prepared")
+    data = build_train_data(config, workdir, process_index=jax.process_index(), process_count=jax.process_count())
+    if data.tokenizer.vocab_size > config.model.vocab_size:
+        raise ValueError(
+            f"config key model.vocab_size={config.model.vocab_size} is smaller than the tokenizer's "
+            f"{data.tokenizer.vocab_size} ids"
+        )
+    return data
+
+
+def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transformer, mesh: jax.sharding.Mesh,
+              optimizer: optax.GradientTransformation) -> Run:
+    """Builds the data, state and checkpointer of the run in `workdir`, resuming from its newest
+    valid checkpoint if any; config.json is written once the run has restored or started."""
+    is_main = jax.process_index() == 0
+    if is_main:
+        check_config(workdir, config)
+    data = _train_data(config, workdir, is_main)
+    init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
+    checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
+    start_step, tokens_seen, words_seen = 0, 0, 0.0
+    restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1)
+    if restored is not None:
+        start_step, state, meta = restored
+        tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
+        if is_main:
+            print(f"Resuming {workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
+    else:
+        state = init_unboxed(jax.random.fold_in(jax.random.key(config.train.seed), 0))
+    if is_main:
+        write_config(workdir, config)
+        metrics_lib.trim_metrics(workdir, start_step)
+    return Run(config, workdir, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
+               state_shardings, checkpointer, start_step, tokens_seen, words_seen)
