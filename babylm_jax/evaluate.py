@@ -1,7 +1,7 @@
 """Scores a checkpoint on the challenge's tasks and writes results.json plus a report.
 
     python -m babylm_jax.evaluate --workdir runs/base --data_dir ../shared/data \\
-        --tasks zhoblimp,hanzi_pinyin --output runs/base/eval/results.json [--step N] [--limit N] \\
+        --tasks zhoblimp,hanzi_pinyin --output runs/base/eval/results.json [--step N | --milestones all] [--limit N] \\
         [--config configs/eval.py] [--config.scoring.within_word_l2r=True] [--config.finetune.epochs=3]
 
 Settings (scoring, fine-tuning per task, fMRI) come from `--config` (default configs/eval.py)
@@ -24,13 +24,13 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax import cli
-from babylm_jax.eval import finetune_config, layout
+from babylm_jax.eval import finetune_config, layout, milestone_curves
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
 from babylm_jax.eval import tasks as tasks_lib
@@ -48,6 +48,10 @@ _OUTPUT = flags.DEFINE_string("output", None, "results.json path (default <workd
                               flag_values=COMMAND.flags)
 _LIMIT = flags.DEFINE_integer("limit", None, "Quick runs: the first N items of each minimal-pair task, N evenly "
                               "spaced examples per fine-tuning split.", flag_values=COMMAND.flags)
+_MILESTONES = flags.DEFINE_string(
+    "milestones", "", "'all' or comma-separated steps: score each word-milestone checkpoint (and the last) on "
+    "--tasks; writes one results folder per step and milestone_curves.{json,md,png} beside --output.",
+    flag_values=COMMAND.flags)
 flags.mark_flags_as_required(["data_dir"], flag_values=COMMAND.flags)
 
 
@@ -107,6 +111,64 @@ def evaluate(
     return results, failed
 
 
+def evaluate_checkpoint(
+    loaded: LoadedModel, workdir: pathlib.Path, data_dir: pathlib.Path, specs: Sequence[tasks_lib.TaskSpec],
+    skipped: dict[str, str], settings: EvalSettings, output: pathlib.Path,
+) -> tuple[dict[str, results_lib.TaskResult], dict[str, pathlib.Path]]:
+    """Scores one loaded checkpoint and writes results.json (and the rest) at `output`; when a
+    task failed, the finished ones are written first and the first failure is raised."""
+    settings.check_model(loaded.model.config, [spec.name for spec in specs])
+    results, failed = evaluate(loaded, data_dir, specs, settings)
+    metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
+                            data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
+                            config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))
+    reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
+    finetuned = finetune_record(settings, [spec.name for spec in specs])
+    if finetuned:
+        yaml_path = write_finetune_config(output.parent / "config.yaml", settings, loaded.model.config.family)
+        metadata.update(finetune_protocol=settings.finetune_protocol or "configs (finetune.*)",
+                        finetune_config_yaml=str(yaml_path), finetune_settings=finetuned)
+    written = results_lib.write_results(output, results, metadata, skipped, reasons)
+    print(results_lib.format_table(results))
+    print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
+    if failed:  # the finished tasks are written; now the first failure ends the command as it would have
+        name, error = next(iter(failed.items()))
+        print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); the others' results are written",
+              flush=True)
+        raise error
+    return results, written
+
+
+def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
+    """The steps `--milestones` names ("all": every milestone checkpoint and the last one)."""
+    available = milestone_curves.milestone_steps(workdir)
+    if option == "all":
+        return available
+    try:
+        steps = [int(s) for s in option.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--milestones {option!r}: give 'all' or comma-separated checkpoint steps") from None
+    missing = sorted(set(steps) - set(available))
+    if missing:
+        raise FileNotFoundError(f"--milestones: no checkpoint for step(s) {missing} in {workdir}; available: {available}")
+    return steps
+
+
+def evaluate_milestones(steps: Sequence[int], run_step: Callable, output: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Runs `run_step(step, output_of_step)` for each step (results in `step_<N>/` beside `output`),
+    then writes the curves and a table across the steps beside `output`."""
+    rows = []
+    for step in steps:
+        print(f"[evaluate] milestone checkpoint {step} ({len(rows) + 1} of {len(steps)})", flush=True)
+        loaded, results, _ = run_step(step, output.parent / f"step_{step}" / output.name)
+        rows.append({"step": step, "words_seen": float(loaded.words_seen),
+                     **{name: r.values[tasks_lib.get_task(name).metric] for name, r in results.items()}})
+    paths = milestone_curves.write_milestone_curves(rows, output.parent)
+    print(paths["md"].read_text())
+    print(f"[evaluate] wrote {', '.join(str(p) for p in paths.values())}")
+    return paths
+
+
 def check_output(output: pathlib.Path) -> pathlib.Path:
     """`--output` must be a file path whose folder exists or can be created, writable; nothing is created."""
     if output.is_dir():
@@ -142,27 +204,14 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
     from babylm_jax.training.checkpoint import load_for_eval  # the heavy import, after the cheap checks
 
-    loaded = load_for_eval(workdir, step=_CHECKPOINT.step.value, use_ema=_CHECKPOINT.ema())
-    settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed = evaluate(loaded, data_dir, specs, settings)
-    metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
-                            data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
-                            config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))
-    reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
-    finetuned = finetune_record(settings, [spec.name for spec in specs])
-    if finetuned:
-        yaml_path = write_finetune_config(output.parent / "config.yaml", settings, loaded.model.config.family)
-        metadata.update(finetune_protocol=settings.finetune_protocol or "configs (finetune.*)",
-                        finetune_config_yaml=str(yaml_path), finetune_settings=finetuned)
-    written = results_lib.write_results(output, results, metadata, skipped, reasons)
-    print(results_lib.format_table(results))
-    print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
-    if failed:  # the finished tasks are written; now the first failure ends the command as it would have
-        name, error = next(iter(failed.items()))
-        print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); the others' results are written",
-              flush=True)
-        raise error
-    return written
+    def run_step(step: int | None, step_output: pathlib.Path) -> tuple[LoadedModel, dict, dict]:
+        loaded = load_for_eval(workdir, step=step, use_ema=_CHECKPOINT.ema())
+        results, written = evaluate_checkpoint(loaded, workdir, data_dir, specs, skipped, settings, step_output)
+        return loaded, results, written
+
+    if _MILESTONES.value:
+        return evaluate_milestones(chosen_milestones(workdir, _MILESTONES.value), run_step, output)
+    return run_step(_CHECKPOINT.step.value, output)[2]
 
 
 if __name__ == "__main__":

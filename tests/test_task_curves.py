@@ -6,6 +6,7 @@ import pytest
 from conftest import tiny_config
 from fixtures.data import synthetic
 
+from babylm_jax import evaluate
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.training import checkpoint, task_curves, trainer
 
@@ -58,6 +59,18 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
     assert curves.score(loaded.params) == pytest.approx({"zhoblimp": scored[-1]["task/zhoblimp"]})
     assert summary["final_task_scores"] == {"zhoblimp": scored[-1]["task/zhoblimp"]}
     assert matplotlib.image.imread(workdir / "learning_curves.png").shape[1] > 1000  # loss and task panels
+
+    # evaluate --milestones: every milestone checkpoint and the last, one results folder each, one curve.
+    output = tmp_path / "eval" / "results.json"
+    evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(tmp_path / "data"), "--tasks", "zhoblimp",
+                   "--milestones", "all", "--output", str(output)])
+    rows = json.loads((output.parent / "milestone_curves.json").read_text())
+    assert [r["step"] for r in rows] == sorted(set(milestone_steps) | {20})
+    for row in rows:
+        per_step = json.loads((output.parent / f"step_{row['step']}" / "results.json").read_text())
+        assert row["zhoblimp"] == per_step["zhoblimp"]["accuracy"]
+    assert rows[-1]["words_seen"] == pytest.approx(summary["words_seen"])
+    assert (output.parent / "milestone_curves.png").stat().st_size > 1000
 
 
 def test_eval_tasks_must_be_minimal_pair_tasks(tiny_corpus_dir):
