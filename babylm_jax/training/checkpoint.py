@@ -3,9 +3,12 @@
 Layout of a workdir:
     config.json                 the run's config (checked on resume)
     tokenizer/                  written by the data pipeline
-    checkpoints/<step>/         rolling checkpoints (state, data iterator, meta)
+    checkpoints/<step>/         rolling checkpoints (state, data iterator, meta with a copy of the config)
     milestones/<step>/          word-milestone checkpoints, never deleted
-Orbax writes each checkpoint to a temporary directory and renames it when complete.
+    checkpoints_corrupt/<step>/ damaged checkpoints, moved aside at resume and kept for inspection
+Orbax writes each checkpoint to a temporary directory and renames it when complete. A run
+resumes from the newest checkpoint that reads back whole (`Checkpointer.restore_latest`);
+config.json is checked before (`check_config`) and written only after that restore.
 """
 from __future__ import annotations
 
