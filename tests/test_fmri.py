@@ -236,6 +236,10 @@ def test_bad_input_gets_a_clear_message(synth, tmp_path):
     scipy.io.savemat(times, {"end": scipy.io.loadmat(times)["end"].T})
     with pytest.raises(ValueError, match="story_3_word_time.mat: 'end' has shape"):
         cogbench.read_story_timing(root, "train", 3, sum(map(len, cogbench.read_story(root, "train", 3))))
+    reference = root / "train" / "node_count_bu" / "story_4.mat"
+    scipy.io.savemat(reference, {"word_feature": cogbench.load_mat_array(reference, "word_feature")})  # MATLAB v5
+    with pytest.raises(ValueError, match="node_count_bu/story_4.mat: not a MATLAB v7.3"):
+        cogbench.read_story_timing(root, "train", 4, sum(map(len, cogbench.read_story(root, "train", 4))))
     response_path = root / "train" / "fmri" / "Language" / "01" / "story_1.mat"
     response = scipy.io.loadmat(response_path)["fmri_response"]
     assert response.dtype == np.float32

@@ -21,7 +21,7 @@ def prepared(tiny_corpus_dir, tmp_path_factory):
 
 
 def _spy_scorer(family: str, seen: list) -> types.SimpleNamespace:
-    def score(inputs, word_ids=None):
+    def score(inputs, word_ids=None, progress=None):
         seen.extend(inputs)
         return np.zeros(len(inputs))
 

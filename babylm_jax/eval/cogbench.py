@@ -21,7 +21,8 @@ Choices the official description leaves open (documented here, enforced below):
 - Shapes and dtypes the official code relies on are checked, each with an error naming the
   file: word end times 1 x words (it reads `end[0, valid]`), notPU `isvalid` words x 1 (it
   reads `np.where(isvalid == 1)[0]`, which on a 1 x words row silently keeps only word 0),
-  discourse `fmri_response` in float32 (float64 fails its float32 ridge).
+  discourse `fmri_response` in float32 (float64 fails its float32 ridge), node_count_bu as
+  MATLAB v7.3 (it opens them with h5py).
 """
 from __future__ import annotations
 
@@ -144,6 +145,8 @@ def read_story_timing(root: pathlib.Path, split: str, story_id: int, num_words: 
     end = load_mat_array(time_path, "end")
     valid = load_mat_array(valid_path, "isvalid")
     reference = load_mat_array(ref_path, "word_feature")
+    if not h5py.is_hdf5(ref_path):
+        raise ValueError(f"{ref_path}: not a MATLAB v7.3 (HDF5) file; the official code reads node_count_bu with h5py")
     for path, array in ((time_path, end), (valid_path, valid)):
         if array.size != num_words:
             raise ValueError(f"{path}: {array.size} entries but story_{story_id}.txt in {split} has {num_words} words")
