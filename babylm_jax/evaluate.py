@@ -30,7 +30,8 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax import cli
-from babylm_jax.eval import finetune_config, layout, milestone_curves
+from babylm_jax.data import layout
+from babylm_jax.eval import finetune_config, milestone_curves
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
 from babylm_jax.eval import tasks as tasks_lib

@@ -26,7 +26,8 @@ COMMAND = cli.Command("prepare", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).",
                                flag_values=COMMAND.flags)
-_DATA_DIR = flags.DEFINE_string("data_dir", None, "Evaluation data directory for the leakage check and UNK audit.",
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Evaluation data (either layout: one folder per task, or the "
+                                "official evaluation_data/) for the leakage check and UNK audit.",
                                 flag_values=COMMAND.flags)
 flags.mark_flags_as_required(["config", "workdir"], flag_values=COMMAND.flags)
 

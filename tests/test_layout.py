@@ -4,7 +4,8 @@ import shutil
 
 import pytest
 
-from babylm_jax.eval import clue, layout, minimal_pairs, tasks
+from babylm_jax.data import layout
+from babylm_jax.eval import clue, minimal_pairs, tasks
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 OFFICIAL = FIXTURES / "official_layout"  # what the official prepare_chinese_data.py writes, from our fixtures' items
@@ -35,8 +36,8 @@ def test_minimal_pairs_read_the_same_in_both_layouts():
         spec = tasks.get_task(name)
         assert spec.root(OFFICIAL) == OFFICIAL / "full_eval" / name
         fmt = spec.pair_format
-        official = minimal_pairs.read_pairs(spec.find_files(OFFICIAL), fmt)
-        ours = minimal_pairs.read_pairs(spec.find_files(FIXTURES / "minimal_pairs"), fmt)
+        official, ours = ([(p.good, p.bad, p.uid, p.phenomenon) for p in minimal_pairs.read_pairs(spec.find_files(d), fmt)]
+                          for d in (OFFICIAL, FIXTURES / "minimal_pairs"))
         assert official == ours, name  # hanzi_structure is prepared there, hanzi_pinyin in the hub's shape
 
 
@@ -72,3 +73,23 @@ def test_prepared_clue_rows_with_bad_labels_name_file_and_line(tmp_path):
     (folder / "afqmc.train.jsonl").write_text('{"sentence1": "a", "label": 1}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"afqmc.train.jsonl:1: missing field 'sentence2'"):
         clue.load_clue_task(tmp_path, "afqmc")
+
+
+def test_leakage_and_unk_audit_read_the_official_layout():
+    from babylm_jax.data import leakage, unk_audit
+    from babylm_jax.data.tokenizer import CharTokenizer
+
+    official = set(leakage.iter_eval_items(OFFICIAL))
+    ours = {item for item in set(leakage.iter_eval_items(FIXTURES / "clue")) | set(leakage.iter_eval_items(
+        FIXTURES / "minimal_pairs")) if item[0] in ("zhoblimp", "hanzi_structure", "hanzi_pinyin", "afqmc", "ocnli",
+                                                     "tnews", "cluewsc2020")}
+    def without_ocnli(items):
+        return {item for item in items if item[0] != "ocnli"}
+
+    assert without_ocnli(official) == without_ocnli(ours) and {t for t, _ in official} == {t for t, _ in ours}
+    # ocnli: the preparation dropped our fixture's "-" rows, and the official fixture has one -1 row of its own
+    assert official - without_ocnli(official) - {("ocnli", "门开着"), ("ocnli", "门关着")} < ours
+    tokenizer = CharTokenizer(["好", "明"], byte_fallback=False)
+    audit = unk_audit.unk_audit(tokenizer, OFFICIAL)
+    assert audit == unk_audit.unk_audit(tokenizer, FIXTURES / "minimal_pairs")
+    assert set(audit) == {"hanzi_structure", "hanzi_pinyin"} and audit["hanzi_pinyin"]["items"] > 0

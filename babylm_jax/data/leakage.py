@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.data import corpus
+from babylm_jax.data import corpus, layout
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import text_fields
 from babylm_jax.data.workers import chunks_by_chars
@@ -39,14 +39,21 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
 
     Reads the text fields (task_formats.text_fields) of the minimal-pair folders (zhoblimp/,
     xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
-    of [paragraphs, questions, id]). Folders named *excluded* are skipped.
+    of [paragraphs, questions, id]). Folders named *excluded* are skipped. The official
+    layout's full_eval/ folders are read too (`data.layout`), full_eval/clue/ file by file.
     """
     data_dir = pathlib.Path(data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"Evaluation data directory not found: {data_dir}")
-    folders = sorted(p for p in data_dir.iterdir() if p.is_dir())
-    for folder in folders:
-        task = folder.name
+    for task, folder in layout.task_folders(data_dir):
+        if task == "clue" and folder.parent.name == "full_eval":
+            for path in _task_files(folder):
+                clue_task = layout.official_clue_task(path)
+                for _, row in read_jsonl(path) if clue_task else ():
+                    for field in text_fields(clue_task):
+                        if isinstance(row.get(field), str):
+                            yield clue_task, row[field]
+            continue
         if task == "c3":
             for path in _task_files(folder):
                 for entry in json.loads(path.read_text(encoding="utf-8")):

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import pathlib
 
+from babylm_jax.data import layout
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import pair_fields, pair_format_of_folder
 from babylm_jax.data.tokenizer import Tokenizer
 
 
 def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
-    return sorted(p for p in pathlib.Path(data_dir).glob("hanzi_*") if p.is_dir())
+    """The hanzi_* task folders under `data_dir`, in either layout (`data.layout`)."""
+    return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_")]
 
 
 def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:

@@ -17,7 +17,7 @@ names live in data/task_formats.py:
 - diagnostic_nli: the .json/.jsonl file(s) of the folder, `sentence1, sentence2, label,
   phenomenon`; trained on ocnli/train.json.
 
-In the official pipeline's layout (`eval.layout`), afqmc, ocnli, tnews and cluewsc2020 are
+In the official pipeline's layout (`data.layout`), afqmc, ocnli, tnews and cluewsc2020 are
 read from `full_eval/clue/<task>.{train,valid}.jsonl` as its preparation writes them
 (`task_formats.PREPARED_FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
 already the integer id in the order below (ocnli 0 neutral, 1 entailment, 2 contradiction,
@@ -37,7 +37,7 @@ from babylm_jax.data.framing import framing_for
 from babylm_jax.data.jsonl import read_jsonl
 from babylm_jax.data.task_formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
                                           PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
-from babylm_jax.eval import layout
+from babylm_jax.data import layout
 from babylm_jax.data.tokenizer import Tokenizer
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")

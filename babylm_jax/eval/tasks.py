@@ -15,7 +15,7 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING, Callable
 
-from babylm_jax.eval import layout
+from babylm_jax.data import layout
 from babylm_jax.eval.results import TaskResult
 
 if TYPE_CHECKING:

@@ -48,6 +48,25 @@ def describe(data_dir: str | pathlib.Path) -> str:
     return f"our layout (one folder per task under {data_dir}){hint}"
 
 
+def task_folders(data_dir: str | pathlib.Path) -> list[tuple[str, pathlib.Path]]:
+    """(task folder name, folder) of every evaluation folder under `data_dir`, in either layout, sorted.
+
+    Our folders are `data_dir`'s subfolders; in the official layout the subfolders of
+    full_eval/ are added (zhoblimp, hanzi_*, and clue, which holds several tasks' files).
+    """
+    data_dir = pathlib.Path(data_dir)
+    folders = [(p.name, p) for p in sorted(data_dir.iterdir()) if p.is_dir()]
+    if detect(data_dir) == OFFICIAL and (data_dir / "full_eval").is_dir():
+        folders += [(p.name, p) for p in sorted((data_dir / "full_eval").iterdir()) if p.is_dir()]
+    return folders
+
+
+def official_clue_task(path: pathlib.Path) -> str | None:
+    """The task of a full_eval/clue/<task>.<split>.jsonl file, else None."""
+    task = path.name.split(".")[0]
+    return task if path.parent.name == "clue" and task in OFFICIAL_CLUE_TASKS else None
+
+
 def official_location(data_dir: str | pathlib.Path, task: str) -> pathlib.Path | None:
     """The task's folder when `data_dir` is in the official layout and the download holds the task; else None."""
     if task in _OFFICIAL_DIRS and detect(data_dir) == OFFICIAL:
