@@ -70,18 +70,22 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     def step_fn(state: TrainState, batch: dict, rng: jax.Array) -> tuple[TrainState, dict]:
         batch = reshape_rows({k: v for k, v in batch.items() if k != "words"}, length)
         rng = jax.random.fold_in(rng, state.step)
-        # Micro-batch i takes rows i, i+accum, ...: every device keeps a share of each one.
-        micro_batches = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(-1, accum, *x.shape[1:]), 0, 1), batch)
+        if accum == 1:  # no loop: XLA optimises the step as one computation
+            (loss_sum, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
+            predicted = aux["predicted_tokens"]
+        else:
+            # Micro-batch i takes rows i, i+accum, ...: every device keeps a share of each one.
+            micro_batches = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(-1, accum, *x.shape[1:]), 0, 1), batch)
 
-        def accumulate(carry, xs):
-            grads_sum, loss_sum = carry
-            micro, i = xs
-            (loss, aux), grads = grad_fn(state.params, micro, jax.random.fold_in(rng, i), state.step)
-            return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + loss), aux["predicted_tokens"]
+            def accumulate(carry, xs):
+                grads_sum, loss_sum = carry
+                micro, i = xs
+                (loss, aux), grads = grad_fn(state.params, micro, jax.random.fold_in(rng, i), state.step)
+                return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + loss), aux["predicted_tokens"]
 
-        zeros = jax.tree.map(jnp.zeros_like, state.params)
-        (grads, loss_sum), predicted = jax.lax.scan(accumulate, (zeros, 0.0), (micro_batches, jnp.arange(accum)))
-        grads = jax.tree.map(lambda g: g / accum, grads)
+            zeros = jax.tree.map(jnp.zeros_like, state.params)
+            (grads, loss_sum), predicted = jax.lax.scan(accumulate, (zeros, 0.0), (micro_batches, jnp.arange(accum)))
+            grads = jax.tree.map(lambda g: g / accum, grads)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
