@@ -2,10 +2,13 @@
 
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint. A user error is one line
-and exit status 2 (`babylm_jax.cli`).
+and exit status 2 (`babylm_jax.cli`). SIGTERM (preemption) or Ctrl-C ends the run after
+the current step with a checkpoint of it and one line saying so: exit status 0 (SIGTERM)
+or 130 (SIGINT).
 """
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
 from absl import flags, logging
@@ -23,9 +26,13 @@ def main(argv: Sequence[str]) -> dict:
     """Parses `argv` (program name first) and trains; returns the end-of-run summary."""
     COMMAND.parse(argv)
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
-    from babylm_jax.training import trainer  # the heavy import, after the options are checked
+    from babylm_jax.training import preemption, trainer  # the heavy imports, after the options are checked
 
-    return trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    try:
+        return trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    except preemption.Stopped as stopped:  # SIGTERM (exit 0) or SIGINT (130): where to resume, one line
+        print(f"train: {stopped}", flush=True)
+        sys.exit(stopped.exit_status)
 
 
 if __name__ == "__main__":

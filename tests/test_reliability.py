@@ -1,6 +1,10 @@
 """Preemption, damage and misuse: each case below ends in a clear error or an exact resume.
 
 Cases (issue 14):
+- SIGTERM / SIGINT (in a subprocess): the current step finishes, is checkpointed with the data
+  iterator, metrics are flushed, one line says where to resume, exit 0 / 130, no traceback;
+  the resumed run is bit-exact;
+- a NaN loss stops in one line (exit 2), no traceback, and its state is never saved;
 - a damaged latest checkpoint (truncated or missing data file, unreadable state metadata,
   missing state/ or data/, garbage iterator state, metadata without its keys) is moved to
   checkpoints_corrupt/ with a warning and the run resumes bit-exact from the one before;
@@ -307,3 +311,41 @@ def test_a_truncated_jsonl_gz_is_a_bad_line(policy, tmp_path):
             documents()
     else:
         assert 300 < len(documents()) < 400  # the whole lines before the cut
+
+
+def _signal_train(corpus_dir, workdir, signal_name="none", at_step=0, nan_at=0) -> subprocess.CompletedProcess:
+    script = pathlib.Path(__file__).with_name("signal_train.py")
+    return subprocess.run([sys.executable, str(script), str(corpus_dir), str(workdir), signal_name, str(at_step),
+                           str(nan_at)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 0), ("SIGINT", 130)])
+def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, status, finished_run, tiny_corpus_dir,
+                                                               tmp_path):
+    workdir = tmp_path / "run"
+    result = _signal_train(tiny_corpus_dir, workdir, signal_name, at_step=6)
+    output = result.stdout + result.stderr
+    assert result.returncode == status, output[-3000:]
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
+    assert f"stopped by {signal_name} after step 6" in result.stdout and "run the same command to resume" in result.stdout
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["4", "6"]
+    assert [s for s, _ in read_train_losses(workdir)] == list(range(1, 7))  # metrics flushed up to the stop
+    trainer.train_and_evaluate(run_config(tiny_corpus_dir), str(workdir))  # resumes at step 7
+    assert read_train_losses(workdir) == read_train_losses(finished_run)  # bit-exact, each step once
+
+
+def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
+    result = _signal_train(tiny_corpus_dir, tmp_path / "run", "SIGTERM", at_step=0)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "stopped by SIGTERM before the first training step" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_a_nan_loss_stops_in_one_line_and_saves_no_nan_state(tiny_corpus_dir, tmp_path):
+    workdir = tmp_path / "run"
+    result = _signal_train(tiny_corpus_dir, workdir, nan_at=4)
+    assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
+    assert "train: error: loss is nan at step 4; lower train.learning_rate" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (workdir / "checkpoints" / "4").exists()  # the checkpoint of step 4 would hold NaN params

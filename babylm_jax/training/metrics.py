@@ -136,11 +136,15 @@ def trim_metrics(workdir: str, last_step: int) -> None:
         atomic_write_text(path, trimmed)
 
 
+class LossNotFinite(FloatingPointError, ValueError):
+    """A NaN or infinite training loss: a user error (learning rate, data), reported in one line."""
+
+
 class StepLogger:
     """Train-step metrics, fetched one step late so the host never stalls the device.
 
     Owns the timing window behind tokens/s and MFU, the history of logged steps and the
-    writer; a non-finite loss raises FloatingPointError naming the step.
+    writer; a non-finite loss raises LossNotFinite (a FloatingPointError) naming the step.
     """
 
     def __init__(self, writer: MetricsWriter, model: ModelConfig, config: Any, log_every: int, last_step: int):
@@ -175,7 +179,7 @@ class StepLogger:
         self.window_tokens += self.tokens_per_step
         loss = float(fetched["loss"])
         if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {step}; lower train.learning_rate or check the data")
+            raise LossNotFinite(f"loss is {loss} at step {step}; lower train.learning_rate or check the data")
         if step % self.log_every and step != self.last_step:
             return None
         elapsed = time.perf_counter() - self.window_start

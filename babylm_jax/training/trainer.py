@@ -32,6 +32,7 @@ from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
+from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
 from babylm_jax.workdir import workdir_lock
 from babylm_jax.training.state import TrainState
@@ -163,16 +164,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
 
     `stop_at_step` ends this invocation early (after a checkpoint at that step) without
     changing the schedule, as a preempted job would; running again resumes there.
+    SIGTERM or SIGINT ends it the same way after the current step (`preemption`), raising
+    `preemption.Stopped` once the checkpoint is written.
     """
     maybe_initialize_distributed(config)
     workdir = os.path.abspath(workdir)
     model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
     with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
-        return _train(setup_run(config, workdir, model, mesh, optimizer), stop_at_step)
+        with StopSignals() as stop:
+            run = setup_run(config, workdir, model, mesh, optimizer)
+            stop.defer()  # from here a signal ends the run at the end of its current step
+            return _train(run, stop_at_step, stop)
 
 
-def _train(run: Run, stop_at_step: int | None) -> dict:
+def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     """The loop over steps: train, log, evaluate, checkpoint; then the summary."""
     config = run.config
     last_step = config.train.num_steps if stop_at_step is None else min(stop_at_step, config.train.num_steps)
@@ -190,30 +196,43 @@ def _train(run: Run, stop_at_step: int | None) -> dict:
     run_start = time.perf_counter()
     progress = tqdm(total=config.train.num_steps, initial=run.start_step, desc="train", disable=not run.is_main,
                     dynamic_ncols=True)
-    for step in range(run.start_step + 1, last_step + 1):
-        local = next(run.data.train_iterator)
-        run.words_seen += _global_words(float(np.sum(local["words"])))
-        run.tokens_seen += logger.tokens_per_step
-        batch = sharding.global_batch(local, run.mesh)
-        run.state, step_metrics = steps(seq_len_at(config, step - 1))(run.state, batch, step_rng)
-        _show(progress, logger.step_done(step, step_metrics, run.words_seen))
-        progress.update(1)
-        if step % config.train.eval_every_steps == 0 or step == last_step:
-            _show(progress, logger.flush())
-            progress.write(evaluator.evaluate(step, "eval"))
-            logger.restart_window()
-        reached = milestones.passed(run.words_seen)
-        if reached is not None:
-            _save(run, logger, step, milestone=True)
-            progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
-            if evaluator.curves is not None:
-                progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
-        if step % config.checkpoint.every_steps == 0 or step == last_step:
-            _save(run, logger, step)
-    logger.flush()
-    progress.close()
-    run.checkpointer.wait()
-    run.checkpointer.close()
+    stopped_at = None
+    try:
+        for step in range(run.start_step + 1, last_step + 1):
+            local = next(run.data.train_iterator)
+            run.words_seen += _global_words(float(np.sum(local["words"])))
+            run.tokens_seen += logger.tokens_per_step
+            batch = sharding.global_batch(local, run.mesh)
+            run.state, step_metrics = steps(seq_len_at(config, step - 1))(run.state, batch, step_rng)
+            _show(progress, logger.step_done(step, step_metrics, run.words_seen))
+            progress.update(1)
+            if step % config.train.eval_every_steps == 0 or step == last_step:
+                _show(progress, logger.flush())
+                progress.write(evaluator.evaluate(step, "eval"))
+                logger.restart_window()
+            reached = milestones.passed(run.words_seen)
+            if reached is not None:
+                _save(run, logger, step, milestone=True)
+                progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
+                if evaluator.curves is not None:
+                    progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
+            if step % config.checkpoint.every_steps == 0 or step == last_step:
+                _save(run, logger, step)
+            if stop.should_stop(step) and step != last_step:
+                if step % config.checkpoint.every_steps:  # not saved above: save it now
+                    _save(run, logger, step)
+                stopped_at = step
+                break
+        logger.flush()
+        progress.close()
+        run.checkpointer.wait()
+    finally:  # also after an error (a NaN loss): pending saves finish, orbax's threads end quietly
+        run.checkpointer.close()
+    if stopped_at is not None:
+        raise stop.stopped(
+            f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
+            f"{os.path.join(run.workdir, 'checkpoints', str(stopped_at))}: run the same command to resume"
+        )
     summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start)
     if run.is_main:
         atomic_write_json(os.path.join(run.workdir, "summary.json"), summary)
