@@ -23,6 +23,7 @@ Cases (issue 14):
 - prepare's worker processes exit when their parent is killed;
 - a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
 - (evaluate keeping the finished tasks when a later one fails: tests/test_cli.py)
+- evaluate refuses an --output that is a folder or cannot be written before loading anything;
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
   model's max_len is an error naming file:line.
 """
@@ -38,8 +39,9 @@ import types
 import numpy as np
 import pytest
 from conftest import tiny_config
+from fixtures.cli import user_error
 
-from babylm_jax import atomic
+from babylm_jax import atomic, evaluate, prepare
 from babylm_jax.data import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.data.prepare import prepare_corpus
@@ -167,6 +169,13 @@ def test_a_second_train_on_a_held_workdir_stops_at_once(tiny_corpus_dir, tmp_pat
         with pytest.raises(WorkdirError, match="in use"):
             trainer.train_and_evaluate(run_config(tiny_corpus_dir), str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # nothing prepared or written
+
+
+def test_prepare_on_a_held_workdir_is_one_line(capsys, tiny_corpus_dir, tmp_path):
+    with workdir_lock(tmp_path, "train"):
+        line = user_error(capsys, prepare, ["prepare", "--config=configs/base.py", f"--workdir={tmp_path}",
+                                            f"--config.data.corpus={tiny_corpus_dir}"])
+    assert f"in use by train pid {os.getpid()}" in line
 
 
 def test_leftovers_of_interrupted_writes_are_removed_at_the_next_start(tmp_path):
@@ -349,3 +358,16 @@ def test_a_nan_loss_stops_in_one_line_and_saves_no_nan_state(tiny_corpus_dir, tm
     assert "train: error: loss is nan at step 4; lower train.learning_rate" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert not (workdir / "checkpoints" / "4").exists()  # the checkpoint of step 4 would hold NaN params
+
+
+@pytest.mark.parametrize("output,expected", [
+    ("folder", "is a folder; give the path of results.json"),
+    ("file/results.json", "is not a writable folder; choose another --output"),
+])
+def test_evaluate_refuses_a_bad_output_before_loading_anything(output, expected, capsys, tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "data").mkdir()
+    line = user_error(capsys, evaluate, ["evaluate", f"--workdir={tmp_path / 'no_run'}", f"--data_dir={tmp_path / 'data'}",
+                                         f"--output={tmp_path / output}"])
+    assert f"--output {tmp_path / output}" in line and expected in line
