@@ -119,7 +119,8 @@ class Attention(nn.Module):
             (3, self.num_heads, k), use_bias=False, dtype=self.dtype,
             kernel_init=dense_init("embed", None, "heads", "kv"), name="qkv",
         )(x_BxLxD)
-        q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        # split, not indexing: its gradient is one concatenate (indexing's is a padded copy per slice)
+        q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = (x[:, :, 0] for x in jnp.split(qkv, 3, axis=2))
         q_BxLxHxK = rotary_embedding(q_BxLxHxK, rope)
         k_BxLxHxK = rotary_embedding(k_BxLxHxK, rope)
         # Scores and softmax in float32; XLA's version on every platform (same numbers everywhere).
@@ -147,7 +148,8 @@ class Mlp(nn.Module):
                 (2, self.d_ff), use_bias=False, dtype=self.dtype,
                 kernel_init=dense_init("embed", None, "mlp"), name="gate_up",
             )(x_BxLxD)
-            h_BxLxF = nn.silu(gate_up[:, :, 0]) * gate_up[:, :, 1]
+            gate_BxLx1xF, up_BxLx1xF = jnp.split(gate_up, 2, axis=2)  # gradient: a concatenate
+            h_BxLxF = (nn.silu(gate_BxLx1xF) * up_BxLx1xF)[:, :, 0]
         elif self.kind == "gelu":
             h_BxLxF = nn.gelu(
                 nn.Dense(self.d_ff, use_bias=False, dtype=self.dtype, kernel_init=dense_init("embed", "mlp"), name="up")(
