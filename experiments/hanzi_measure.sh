@@ -9,7 +9,8 @@
 # 1000), SHARE (share of the total words that are facts), SEED. Both runs use
 # data.tokenizer.required_characters=corpus_cjk. The facts run keeps the first builtin documents
 # that fit beside the facts (data.corpus = facts, data.paths = builtin, data.max_documents).
-# Writes $NOFACTS (default $OUT/nofacts) and $OUT/facts (runs with eval/results.json), $OUT/facts_corpus/ and
+# Writes $NOFACTS (default $OUT/nofacts) and $OUT/facts (runs with eval/results.json, leakage.json,
+# unk_audit.json), $OUT/facts_corpus/ and
 # $OUT/summary.{json,md}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,14 +27,15 @@ ln -sfn "$(realpath "$DATA/zhoblimp")" "$OUT/eval_data/zhoblimp"
 for task in hanzi_structure hanzi_pinyin; do
   ln -sfn "$(realpath experiments/hanzi_probe/$task)" "$OUT/eval_data/$task"
 done
-evaluate() {
+evaluate() {  # leakage.json + unk_audit.json (prepare is cached), then the scores
+  python -m babylm_jax.prepare --config "$2" --workdir "$1" --data_dir "$OUT/eval_data" "${COMMON[@]}" "${@:3}" > "$1/prepare_report.txt"
   [ -f "$1/eval/results.json" ] && return 0
   python -m babylm_jax.evaluate --workdir "$1" --data_dir "$OUT/eval_data" \
     --tasks zhoblimp,hanzi_structure,hanzi_pinyin --output "$1/eval/results.json" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"}
 }
 echo "== without facts ($CONFIG)"
 python -m babylm_jax.train --config "$CONFIG" --workdir "$NOFACTS" "${COMMON[@]}"
-evaluate "$NOFACTS"
+evaluate "$NOFACTS" "$CONFIG"
 
 echo "== facts: $SHARE of the words, $CHARS characters"
 read -r TOTAL FACT_WORDS < <(python - "$NOFACTS/budget.json" "$SHARE" <<'EOF'
@@ -42,7 +44,8 @@ total = json.load(open(sys.argv[1]))["words"]
 print(total, int(total * float(sys.argv[2])))
 EOF
 )
-python -m babylm_jax.data.hanzi_facts --out "$OUT/facts_corpus" --characters "$CHARS" --words "$FACT_WORDS" --seed "$SEED"
+[ -f "$OUT/facts_corpus/manifest.json" ] ||  # kept on reruns (a new file would be a new corpus)
+  python -m babylm_jax.data.hanzi_facts --out "$OUT/facts_corpus" --characters "$CHARS" --words "$FACT_WORDS" --seed "$SEED"
 MAX_DOCS=$(python - "$NOFACTS" "$OUT/facts_corpus/manifest.json" "$TOTAL" <<'EOF'
 import json, pathlib, sys
 import numpy as np
@@ -66,11 +69,14 @@ def get_config():
 CONFIG_END
 python -m babylm_jax.train --config "$OUT/facts_config.py" --workdir "$OUT/facts" "${COMMON[@]}" \
   --config.data.max_documents="$MAX_DOCS"
-evaluate "$OUT/facts"
+evaluate "$OUT/facts" "$OUT/facts_config.py" --config.data.max_documents="$MAX_DOCS"
 
 python - "$OUT" "$NOFACTS" <<'EOF'
 import json, pathlib, sys
+from babylm_jax.data.tokenizer import is_cjk_unified, load_tokenizer
 out = pathlib.Path(sys.argv[1])
+probe = [json.loads(line) for path in sorted((out / "eval_data").glob("hanzi_*/*.jsonl")) for line in open(path)]
+hanzi = sorted({c for row in probe for k in ("sentence_good", "sentence_bad") for c in row[k] if is_cjk_unified(c)})
 rows, summary = [], {}
 for run, workdir in (("nofacts", pathlib.Path(sys.argv[2])), ("facts", out / "facts")):
     budget = json.loads((workdir / "budget.json").read_text())
@@ -78,11 +84,18 @@ for run, workdir in (("nofacts", pathlib.Path(sys.argv[2])), ("facts", out / "fa
     scores = {t: details["tasks"][t]["accuracy"] for t in ("zhoblimp", "hanzi_structure", "hanzi_pinyin")}
     per_uid = {t: details["tasks"][t]["per_uid"] for t in ("hanzi_structure", "hanzi_pinyin")}
     facts = sum(s["words"] for name, s in budget["sources"].items() if name.endswith("facts_corpus"))
-    summary[run] = {"words": budget["words"], "fact_words": facts, **scores, "per_uid": per_uid}
+    unk = sum(t["unk_items"] for t in json.loads((workdir / "unk_audit.json").read_text()).values())
+    leaks = json.loads((workdir / "leakage.json").read_text())["tasks"]
+    probe_leaked = sum(leaks[t]["leaked"] for t in ("hanzi_structure", "hanzi_pinyin"))
+    tokenizer = load_tokenizer(workdir / "tokenizer")
+    own = sum([tokenizer.id_to_piece(i) for i in tokenizer.encode(c)] == [c] for c in hanzi)
+    summary[run] = {"words": budget["words"], "fact_words": facts, **scores, "unk_items": unk,
+                    "probe_items_leaked": probe_leaked, "probe_hanzi_own_piece": f"{own}/{len(hanzi)}",
+                    "per_uid": per_uid}
     rows.append(f"| {run} | {budget['words']:,} | {facts:,} | {scores['hanzi_structure']:.3f} | "
-                f"{scores['hanzi_pinyin']:.3f} | {scores['zhoblimp']:.4f} |")
-table = "\n".join(["| run | words | fact words | hanzi_structure | hanzi_pinyin | zhoblimp |",
-                   "| --- | ---: | ---: | ---: | ---: | ---: |"] + rows)
+                f"{scores['hanzi_pinyin']:.3f} | {scores['zhoblimp']:.4f} | {unk} | {probe_leaked} | {own}/{len(hanzi)} |")
+table = "\n".join(["| run | words | fact words | hanzi_structure | hanzi_pinyin | zhoblimp | UNK items | probe items leaked | probe hanzi with own id |",
+                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows)
 (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
 (out / "summary.md").write_text(table + "\n")
 print(table)
