@@ -49,9 +49,9 @@ def structure_pairs(infos, rng: random.Random, n: int) -> list[dict]:
     typed = [i for i in infos if i.structure in ("左右", "上下", "独体")]
     for info in rng.sample(typed, n):
         wrong = rng.choice([s for s in ("左右", "上下", "独体") if s != info.structure])
-        name = lambda s: "独体字" if s == "独体" else f"{s}结构"  # noqa: E731
-        rows.append(_row(f"“{info.char}”字的结构类型为{name(info.structure)}。",
-                         f"“{info.char}”字的结构类型为{name(wrong)}。", "structure_type", info.structure))
+        # "独体结构", not "独体字": all three names are four characters, so length favours none.
+        rows.append(_row(f"“{info.char}”字的结构类型为{info.structure}结构。",
+                         f"“{info.char}”字的结构类型为{wrong}结构。", "structure_type", info.structure))
     parts = sorted({c for i in infos for _, c in i.parts})
     for info in rng.sample([i for i in infos if i.parts], n):
         part = rng.choice(info.parts)[1]
