@@ -3,7 +3,8 @@
 Cases (issue 14):
 - SIGTERM / SIGINT (in a subprocess): the current step finishes, is checkpointed with the data
   iterator, metrics are flushed, one line says where to resume, exit 0 / 130, no traceback;
-  the resumed run is bit-exact;
+  the resumed run is bit-exact; a signal during setup ends at once; the processes of a
+  multi-process run agree on the step to stop at;
 - a NaN loss stops in one line (exit 2), no traceback, and its state is never saved;
 - a damaged latest checkpoint (truncated or missing data file, unreadable state metadata,
   missing state/ or data/, garbage iterator state, metadata without its keys) is moved to
@@ -22,15 +23,19 @@ Cases (issue 14):
   a warning naming the file, never used as it is;
 - prepare's worker processes exit when their parent is killed;
 - a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
-- (evaluate keeping the finished tasks when a later one fails: tests/test_cli.py)
 - evaluate refuses an --output that is a folder or cannot be written before loading anything;
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
   model's max_len is an error naming file:line.
+The command-line cases (unknown config key, missing config file, damaged config.json,
+tokenizer.json or checkpoint metadata, batch size against devices, mesh.num_devices,
+train.batch_size <= 0, evaluate keeping the finished tasks when a later one fails) are in
+tests/test_cli.py.
 """
 import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -349,6 +354,20 @@ def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
     assert "stopped by SIGTERM before the first training step" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_processes_agree_on_a_stop_every_few_steps(monkeypatch):
+    """Process 1 got SIGTERM, process 0 (this one) did not: both stop at the next agreement step."""
+    from babylm_jax.training import preemption
+
+    monkeypatch.setattr(preemption.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(preemption.multihost_utils, "process_allgather",
+                        lambda flag: np.asarray([int(flag), int(signal.SIGTERM)]))
+    stop = preemption.StopSignals()
+    every = preemption.AGREE_EVERY_STEPS
+    assert not stop.should_stop(every + 1) and not stop.requested
+    assert stop.should_stop(2 * every) and stop.signal_name == "SIGTERM"
+    assert stop.stopped("...").exit_status == 0
 
 
 def test_a_nan_loss_stops_in_one_line_and_saves_no_nan_state(tiny_corpus_dir, tmp_path):
