@@ -1,6 +1,6 @@
 """Fine-tuning throughput: our step against the official PyTorch trainer's on the same model.
 
-    python experiments/benchmarks/finetune_throughput.py [--family causal] [--examples 512] [--repeats 3]
+    python experiments/benchmarks/finetune_throughput.py [--family causal] [--examples 256] [--repeats 3]
 
 The base config's model (random weights) is fine-tuned on synthetic classification examples
 whose lengths spread over 16-128 tokens as CLUE's do. Two measures, each the best of
@@ -19,7 +19,7 @@ whose lengths spread over 16-128 tokens as CLUE's do. Two measures, each the bes
    its training step (batch 32 padded to the batch's longest row, cross-entropy, backward,
    AdamW, cosine LambdaLR step, the per-step accuracy) and its evaluation (batches of 64,
    no_grad) run interleaved with ours (`finetune.make_batches` length buckets, `train_step`,
-   `predict_step`) on the same examples in this process.
+   `predict_step`, configs/eval.py's buckets) on the same examples in this process.
 
 Last lines: `finetune_mfu_vs_measured_peak`, `finetune_mfu_vs_idle_peak`,
 `finetune_over_official_train` and `finetune_over_official_eval` (examples/s over examples/s).
@@ -41,6 +41,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import configs.base  # noqa: E402
+import configs.eval  # noqa: E402
 from conditions import Conditions  # noqa: E402
 from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import clue, finetune  # noqa: E402
@@ -83,7 +84,7 @@ class Ours:
         self.rows = NamedSharding(self.mesh, P("data"))
         self.state = jax.device_put((params, finetune.make_optimizer(self.settings).init(params)),
                                     NamedSharding(self.mesh, P()))
-        self.batch_size, self.lengths = batch_size, finetune.bucket_lengths(max_len, finetune.FinetuneOptions.length_buckets)
+        self.batch_size, self.lengths = batch_size, finetune.bucket_lengths(max_len, tuple(configs.eval.get_config().finetune.length_buckets))
         self.key, self.step = jax.random.key(2), 0
 
     def train(self, split: clue.EncodedSplit, epoch: int) -> None:
@@ -189,7 +190,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per repeat of the MFU measure")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--length", type=int, default=128, help="row length of the MFU measure (and the longest row)")
-    parser.add_argument("--examples", type=int, default=512, help="training and evaluation examples of the comparison")
+    parser.add_argument("--examples", type=int, default=256, help="training and evaluation examples of the comparison")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
@@ -249,15 +250,18 @@ def main() -> None:
         times["ours_train"].append(seconds_of(ours.train, train, repeat + 1))
         times["ours_eval"].append(seconds_of(ours.evaluate, dev))
         if official is not None:
-            if repeat == 0:
-                official.train(train, 0)  # warm-up, as ours was
+            if repeat == 0:  # warm-up, as ours was
+                official.train(clue.EncodedSplit(train.ids[:64], train.labels[:64], 0), 0)
             times["official_train"].append(seconds_of(official.train, train, repeat + 1))
             times["official_eval"].append(seconds_of(official.evaluate, dev))
     rates = {k: args.examples / min(v) for k, v in times.items() if v}
     padded = sum(len(b["tokens"]) * b["tokens"].shape[-1] for b in finetune.make_batches(train, args.batch_size, ours.lengths, 1))
-    real = sum(len(r[0]) for r in train.ids)
-    print(f"{args.examples} examples of 16-{args.length} tokens (our buckets {ours.lengths}: real/padded tokens "
-          f"{real / padded:.2f}); examples/s, best of {args.repeats}:")
+    lengths = np.asarray([len(r[0]) for r in train.ids])
+    order = np.random.default_rng(1).permutation(len(lengths))
+    official_padded = sum(len(c) * lengths[c].max() for c in np.array_split(order, -(-len(order) // args.batch_size)))
+    print(f"{args.examples} examples of 16-{args.length} tokens; real/padded tokens: ours {lengths.sum() / padded:.2f} "
+          f"(buckets {ours.lengths}, fixed batches), official {lengths.sum() / official_padded:.2f} (each batch padded "
+          f"to its longest, shuffled); examples/s, best of {args.repeats}:")
     for k, v in rates.items():
         print(f"  {k}: {v:,.1f}")
     conditions.report()

@@ -164,7 +164,8 @@ def main() -> None:
     parser.add_argument("--row_len", type=int, default=scoring_defaults.row_len)
     parser.add_argument("--config", default=str(ROOT / "configs" / "base.py"), help="config file of the model size")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per kernel; the best counts")
-    parser.add_argument("--official_pairs", type=int, default=200, help="pairs for the official PyTorch scorer")
+    parser.add_argument("--official_pairs", type=int, default=200, help="pairs for the official PyTorch causal scorer")
+    parser.add_argument("--official_pll_pairs", type=int, default=30, help="pairs for the official PyTorch PLL scorer")
     args = parser.parse_args()
 
     conditions = Conditions.start()
@@ -194,7 +195,7 @@ def main() -> None:
               f"{scorer.last_real_tokens / scorer.last_padded_tokens:.3f}; useful {flops / seconds / 1e9:.1f} GFLOP/s")
         hf_model = export_for_torch(model, params, tokenizer, export_dir.name)
         if hf_model is not None:
-            subset = inputs[: 2 * min(num_pairs, args.official_pairs)]
+            subset = inputs[: 2 * min(num_pairs, args.official_pairs if family == "causal" else args.official_pll_pairs)]
             pad_id = tokenizer.eos_id if family == "causal" else tokenizer.cls_id  # as the pipeline pads
             theirs, official_s = peak_and_time(official_scores, hf_model, subset, variant, tokenizer.mask_id, pad_id)
             ours, kernel_s = peak_and_time(scorer.score, subset)
