@@ -5,6 +5,7 @@ activations, backward for weights); forward per token = the weight matmuls + the
 projection (the embedding lookup is free) + attention (QK^T and PV over the full row),
 halved for causal rows. Norms, softmax and other elementwise work are not counted.
 """
+import pathlib
 import types
 
 import jax
@@ -145,3 +146,19 @@ def test_device_peak_table_lookup(kind, peak, monkeypatch):
 def test_unknown_device_falls_back_to_a_measured_matmul():
     value, source = metrics.device_peak_flops()  # tests run on CPU
     assert "measured" in source and 1e8 < value < 1e14
+
+
+def test_step_logger_counts_the_projection_at_the_predicted_positions(tmp_path):
+    """The trainer's logged MFU of an mlm run counts the head and projection at the masked share
+    of the positions, at the step's mask rate (0.3 -> 0.1 over 11 steps: 0.2 at step 6)."""
+    from babylm_jax.config_files import load_config_file
+
+    config = load_config_file(pathlib.Path(__file__).parents[1] / "configs" / "base_mlm.py")
+    config.train.update(num_steps=11, mask_rate=0.3, mask_rate_final=0.1)
+    c = small_config("mlm")
+    logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), c, config, log_every=6, last_step=11)
+    logger.step_done(6, {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}, words_seen=0.0)
+    entry = logger.flush()
+    flops = metrics.train_flops_per_token(c, config.train.seq_len, 0.0, predicted_share=0.2)
+    assert entry["mfu"] == pytest.approx(entry["tokens_per_s"] * flops / logger.peak_flops, rel=1e-6)
+    assert flops < metrics.train_flops_per_token(c, config.train.seq_len, 0.0)

@@ -185,7 +185,8 @@ class StepLogger:
         elapsed = time.perf_counter() - self.window_start
         tokens_per_s = self.window_tokens / elapsed if elapsed > 0 else 0.0
         seq_len = curricula.seq_len_at(self.config, step - 1)
-        flops = tokens_per_s * train_flops_per_token(self.model, seq_len, self.causal_share)
+        predicted = predicted_share(self.config, float(curricula.mask_rate_at(self.config.train, step - 1)))
+        flops = tokens_per_s * train_flops_per_token(self.model, seq_len, self.causal_share, predicted)
         entry = {
             "step": step, "loss": loss, "grad_norm": float(fetched["grad_norm"]),
             "learning_rate": float(fetched["learning_rate"]), "tokens_per_s": tokens_per_s,
