@@ -159,12 +159,14 @@ def test_projected_cross_entropy_equals_full_logits_in_value_and_gradients(z_los
     def full(x, embed):
         return objectives.cross_entropy((x @ embed.T)[None], targets[None], weights[None], z_loss)[0]
 
-    def chunked(x, embed):  # 4 chunks of 32 rows, 28 of them padding
-        return objectives.projected_cross_entropy(x, embed, targets, weights, z_loss, 32)
+    def chunked(x, embed, groups):  # 4 chunks of 32 rows, 28 of them padding; or 4 blocks of 25 rows, one chunk of 32 each
+        return objectives.projected_cross_entropy(x, embed, targets, weights, z_loss, 32, groups)
 
-    assert float(jax.jit(chunked)(x, embed)) == pytest.approx(float(full(x, embed)), rel=1e-5)
-    for got, want in zip(jax.jit(jax.grad(chunked, (0, 1)))(x, embed), jax.grad(full, (0, 1))(x, embed)):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    for groups in (1, 4):
+        assert float(jax.jit(chunked, static_argnums=2)(x, embed, groups)) == pytest.approx(float(full(x, embed)), rel=1e-5)
+        grads = jax.jit(jax.grad(chunked, (0, 1)), static_argnums=2)(x, embed, groups)
+        for got, want in zip(grads, jax.grad(full, (0, 1))(x, embed)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def _full_logits_loss(model, params, batch, rng, mask_rate, causal_rows, z_loss):
@@ -187,26 +189,32 @@ def _full_logits_loss(model, params, batch, rng, mask_rate, causal_rows, z_loss)
     return loss_sum / count
 
 
-@pytest.mark.parametrize("family,max_mask_rate", [("hybrid", None), ("mlm", 0.01)])
-def test_masked_only_projection_equals_full_logits_in_loss_and_gradients(family, max_mask_rate):
+@pytest.mark.parametrize("family,max_mask_rate,row_groups", [("hybrid", None, 1), ("mlm", 0.01, 1), ("mlm", None, 4)])
+def test_masked_only_projection_equals_full_logits_in_loss_and_gradients(family, max_mask_rate, row_groups):
     """A hybrid batch (2 causal rows in 8) gathers its predicted positions into 128 slots (chunks
-    of 32); with max_mask_rate 0.01 an mlm batch overflows its 16 slots and takes every position."""
+    of 32); an mlm batch split over 4 devices gathers each block of 2 rows into 32 slots; with
+    max_mask_rate 0.01 an mlm batch overflows its 16 slots and takes every position."""
     model, params, _ = make(family)
     tokens = jax.random.randint(jax.random.key(12), (8, 32), 7, V)
     batch, rng, causal_rows = _batch(tokens), jax.random.key(13), 2 if family == "hybrid" else 0
 
     def gathered(p):
         return objectives.compute_loss(model, p, batch, rng, mask_rate=0.15, max_mask_rate=max_mask_rate,
-                                       masking=MASKING, causal_rows=causal_rows, z_loss=1e-3, chunk=32)
+                                       masking=MASKING, causal_rows=causal_rows, z_loss=1e-3, chunk=32,
+                                       row_groups=row_groups)
 
     def full(p):
         return _full_logits_loss(model, p, batch, rng, 0.15, causal_rows, 1e-3)
 
     (loss, aux), grads = jax.jit(jax.value_and_grad(gathered, has_aux=True))(params)
-    always = causal_rows * 32
-    capacity = objectives.prediction_capacity(256, always, max_mask_rate or 0.15, False, 8)
-    assert (capacity < float(aux["predicted_tokens"])) == (max_mask_rate is not None)
-    assert always < float(aux["predicted_tokens"]) < 256
+    if row_groups == 1:
+        capacity = objectives.prediction_capacity(256, causal_rows * 32, max_mask_rate or 0.15, False, 8)
+        assert (capacity < float(aux["predicted_tokens"])) == (max_mask_rate is not None)
+    else:
+        masked, _ = _masked_inputs(rng, batch, 0.15)
+        per_block = np.asarray(masked).reshape(row_groups, -1).sum(axis=1)
+        assert objectives.prediction_capacity(64, 0, 0.15, False, 8) == 32 and per_block.max() <= 32
+    assert causal_rows * 32 < float(aux["predicted_tokens"]) < 256
     assert float(loss) == pytest.approx(float(full(params)), rel=1e-5)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(jax.grad(full)(params))):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

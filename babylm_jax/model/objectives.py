@@ -45,15 +45,25 @@ def cross_entropy(
     return jnp.sum(loss_BxL * weights), jnp.sum(weights)
 
 
-def _chunked(x: jax.Array, chunk: int) -> jax.Array:
-    """[N, ...] -> [C, M, ...]: C = ceil(N / chunk) chunks of M <= chunk rows, M a multiple of 8
-    where possible, zero-padded at the end (under 8 rows a chunk)."""
-    n = x.shape[0]
+def _chunked(x: jax.Array, chunk: int, groups: int) -> jax.Array:
+    """[N, ...] -> [C, G * M, ...]: the rows as `groups` contiguous blocks (the devices' shares
+    of a batch-sharded array), each split into C chunks of M <= chunk rows (M a multiple of 8
+    where possible, zero-padded at the end); chunk c holds the c-th chunk of every block, so a
+    scan over C leaves each block's rows on its device."""
+    n = x.shape[0] // groups
     count = -(-n // chunk)
     per_chunk = -(-n // count)
     rows = min(chunk, -(-per_chunk // 8) * 8)
-    pad = count * rows - n
-    return jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1)).reshape(count, rows, *x.shape[1:])
+    rest = x.shape[1:]
+    x = jnp.pad(x.reshape(groups, n, *rest), ((0, 0), (0, count * rows - n)) + ((0, 0),) * len(rest))
+    return jnp.swapaxes(x.reshape(groups, count, rows, *rest), 0, 1).reshape(count, groups * rows, *rest)
+
+
+def _unchunked(x_CxMxD: jax.Array, n: int, groups: int) -> jax.Array:
+    """The inverse of `_chunked` for [N, D] rows: [C, G * M, D] -> [N, D], padding dropped."""
+    count, _, d = x_CxMxD.shape
+    x = jnp.swapaxes(x_CxMxD.reshape(count, groups, -1, d), 0, 1).reshape(groups, -1, d)
+    return x[:, : n // groups].reshape(n, d)
 
 
 def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss):
@@ -65,9 +75,10 @@ def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss):
     return logits_NxV, log_z_N, loss
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
 def projected_cross_entropy(
-    x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, chunk: int
+    x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, chunk: int,
+    groups: int = 1,
 ) -> jax.Array:
     """Summed float32 cross-entropy (+ z-loss) of `x @ embed.T` against `targets`, weighted.
 
@@ -77,9 +88,12 @@ def projected_cross_entropy(
     (softmax - one-hot, times the weight) while its logits are in cache, and keeps only the
     [N, D] and [V, D] results for the backward pass (the loss is a sum, so its cotangent is
     one scalar): three matmuls and one pass of exponentials per chunk, as the unchunked
-    gradient needs, but no logits written to or read back from memory.
+    gradient needs, but no logits written to or read back from memory. With `groups` > 1
+    (N a multiple of it) each chunk takes `chunk` rows from each of `groups` contiguous blocks
+    of rows, so that on a batch-sharded array every device projects its own rows.
     """
-    chunks = (_chunked(x_NxD, chunk), _chunked(targets_N, chunk), _chunked(weights_N.astype(jnp.float32), chunk))
+    chunks = (_chunked(x_NxD, chunk, groups), _chunked(targets_N, chunk, groups),
+              _chunked(weights_N.astype(jnp.float32), chunk, groups))
 
     def body(total, xs):
         return total + _chunk_terms(*xs[:1], embed_VxD, *xs[1:], z_loss)[2], None
@@ -87,11 +101,10 @@ def projected_cross_entropy(
     return jax.lax.scan(body, jnp.zeros((), jnp.float32), chunks)[0]
 
 
-def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk):
-    n = x_NxD.shape[0]
+def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk, groups=1):
     embed = embed_VxD.astype(jnp.float32)
-    chunks = (_chunked(x_NxD.astype(jnp.float32), chunk), _chunked(targets_N, chunk),
-              _chunked(weights_N.astype(jnp.float32), chunk))
+    chunks = (_chunked(x_NxD.astype(jnp.float32), chunk, groups), _chunked(targets_N, chunk, groups),
+              _chunked(weights_N.astype(jnp.float32), chunk, groups))
 
     def body(carry, xs):
         total, grad_embed_VxD = carry
@@ -108,11 +121,11 @@ def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss,
 
     init = (jnp.zeros((), jnp.float32), jnp.zeros_like(embed))
     (total, grad_embed_VxD), grad_x = jax.lax.scan(body, init, chunks)
-    grad_x_NxD = grad_x.reshape(-1, x_NxD.shape[1])[:n].astype(x_NxD.dtype)
+    grad_x_NxD = _unchunked(grad_x, x_NxD.shape[0], groups).astype(x_NxD.dtype)
     return total, (grad_x_NxD, grad_embed_VxD.astype(embed_VxD.dtype), targets_N, weights_N)
 
 
-def _projected_cross_entropy_bwd(z_loss, chunk, residuals, g):
+def _projected_cross_entropy_bwd(z_loss, chunk, groups, residuals, g):
     grad_x_NxD, grad_embed_VxD, targets_N, weights_N = residuals
     zero = lambda a: jnp.zeros_like(a) if jnp.issubdtype(a.dtype, jnp.floating) else None  # noqa: E731
     return g * grad_x_NxD, g * grad_embed_VxD, zero(targets_N), zero(weights_N)
@@ -191,6 +204,7 @@ def compute_loss(
     z_loss: float = 0.0,
     deterministic: bool = True,
     chunk: int = LOSS_CHUNK,
+    row_groups: int = 1,
 ) -> tuple[jax.Array, dict]:
     """Mean loss over predicted tokens for the model's family, and metrics.
 
@@ -199,6 +213,8 @@ def compute_loss(
     into a static number of slots (`prediction_capacity` for `max_mask_rate`, by default
     `mask_rate` when it is a number), with a fallback to every position in the rare batch
     that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time.
+    `row_groups` (the devices the batch's rows are split over) keeps both per device: each
+    contiguous block of rows gathers and projects its own predicted positions.
     """
     family = model.config.family
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
@@ -230,27 +246,39 @@ def compute_loss(
     targets_N, weights_N = targets.reshape(-1), weights.reshape(-1).astype(jnp.float32)
     count = jnp.sum(weights_N)
 
+    n = hidden_NxD.shape[0]
+    groups = row_groups if tokens.shape[0] % row_groups == 0 else 1
+
     def loss_over(hidden_KxD, targets_K, weights_K):
         x_KxD = model.apply(params, hidden_KxD, method="head")
-        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk)
+        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk, groups)
 
     def all_positions():
         return loss_over(hidden_NxD, targets_N, weights_N)
 
-    n = hidden_NxD.shape[0]
     rate = max_mask_rate if max_mask_rate is not None else mask_rate
-    capacity = n
+    per_group = n // groups
+    capacity = per_group
     if family != "causal" and isinstance(rate, (int, float)):
-        always = causal_rows * tokens.shape[1] if family == "hybrid" else 0
-        capacity = prediction_capacity(n, always, float(rate), masking.whole_word, 8)
-    if capacity < n:
+        # the causal rows lead the batch: the first block holds the most of them
+        always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if family == "hybrid" else 0
+        capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
+    if capacity < per_group:
+        weights_GxN = weights_N.reshape(groups, per_group)
+        count_G = jnp.sum(weights_GxN, axis=1)
 
         def predicted_positions():
-            index_K = jnp.nonzero(weights_N, size=capacity, fill_value=0)[0]
-            weights_K = jnp.where(jnp.arange(capacity) < count, weights_N[index_K], 0.0)
-            return loss_over(hidden_NxD[index_K], targets_N[index_K], weights_K)
+            index_GxK = jax.vmap(lambda w: jnp.nonzero(w, size=capacity, fill_value=0)[0])(weights_GxN)
 
-        loss_sum = jax.lax.cond(count <= capacity, predicted_positions, all_positions)
+            def gather(x_N):
+                return jnp.take_along_axis(x_N.reshape(groups, per_group, *x_N.shape[1:]),
+                                           index_GxK.reshape(groups, capacity, *(1,) * (x_N.ndim - 1)), axis=1)
+
+            weights_GxK = jnp.where(jnp.arange(capacity) < count_G[:, None], gather(weights_N), 0.0)
+            hidden_KxD = gather(hidden_NxD).reshape(groups * capacity, -1)
+            return loss_over(hidden_KxD, gather(targets_N).reshape(-1), weights_GxK.reshape(-1))
+
+        loss_sum = jax.lax.cond(jnp.all(count_G <= capacity), predicted_positions, all_positions)
     else:
         loss_sum = all_positions()
     loss = loss_sum / jnp.maximum(count, 1.0)

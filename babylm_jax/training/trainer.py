@@ -50,12 +50,21 @@ def reshape_rows(batch: dict, length: int) -> dict:
     return out
 
 
+def row_groups(config: ml_collections.ConfigDict) -> int:
+    """The devices a batch's rows are split over (`sharding.batch_sharding`): the loss gathers
+    and projects each device's rows on that device (`objectives.compute_loss`)."""
+    if jax.process_count() > 1:
+        return jax.device_count()
+    return len(sharding.run_devices(config.mesh, jax.devices()))
+
+
 def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int):
     """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation."""
     train = config.train
     schedule = optim.make_schedule(train)
     accum = train.grad_accum_steps
     deterministic = config.model.dropout == 0.0
+    groups = row_groups(config)
 
     def loss_fn(params, micro, rng, step):
         rows = micro["tokens"].shape[0]
@@ -63,7 +72,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic,
+            deterministic=deterministic, row_groups=groups,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -106,13 +115,14 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
 
 def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking):
     """(params, batch) -> (summed loss, predicted tokens) with fixed masking randomness."""
+    groups = row_groups(config)
 
     def eval_step(params, batch):
         rows = batch["tokens"].shape[0]
         loss, aux = objectives.compute_loss(
             model, params, batch, jax.random.key(12345),
             mask_rate=config.train.mask_rate_final, masking=masking,
-            causal_rows=int(round(rows * config.train.hybrid_causal_share)),
+            causal_rows=int(round(rows * config.train.hybrid_causal_share)), row_groups=groups,
         )
         return loss * aux["predicted_tokens"], aux["predicted_tokens"]
 
