@@ -36,7 +36,10 @@ class MaskingConfig:
 def cross_entropy(
     logits_BxLxV: jax.Array, targets_BxL: jax.Array, weights_BxL: jax.Array, z_loss: float = 0.0
 ) -> tuple[jax.Array, jax.Array]:
-    """Summed float32 cross-entropy (+ z-loss) over weighted positions, and the weight total."""
+    """Summed float32 cross-entropy (+ z-loss) over weighted positions, and the weight total.
+
+    The definition from full logits; training uses `projected_cross_entropy`, which tests
+    check against this."""
     logits = logits_BxLxV.astype(jnp.float32)
     log_z_BxL = jax.nn.logsumexp(logits, axis=-1)
     target_logit_BxL = jnp.take_along_axis(logits, targets_BxL[..., None], axis=-1)[..., 0]
