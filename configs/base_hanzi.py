@@ -16,6 +16,6 @@ from babylm_jax.config_files import load_config_file
 
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
-    config.data.paths = list(config.data.paths) + ["runs/hanzi_facts"]
+    config.data.paths = (*config.data.paths, "runs/hanzi_facts")
     config.data.tokenizer.required_characters = "corpus_cjk"
     return config

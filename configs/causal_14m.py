@@ -46,7 +46,7 @@ def get_config() -> ml_collections.ConfigDict:
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
     #   python -m babylm_jax.data.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
-    #   config.data.paths = ["data/hanzi_facts"]; config.data.tokenizer.required_characters = "corpus_cjk"
+    #   config.data.paths = ("data/hanzi_facts",); config.data.tokenizer.required_characters = "corpus_cjk"
     # (the official corpus must then leave 2% of the 102M words free: trim it to fit).
 
     config.model.update(

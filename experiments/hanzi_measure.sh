@@ -57,14 +57,14 @@ keep = int(np.searchsorted(np.cumsum(doc_words), total - manifest["words"], side
 print(manifest["documents"] + keep)
 EOF
 )
-# data.paths is a list (not overridable on the command line): a config file sets the sources.
+# A config file sets both sources (data.corpus and data.paths) for this run.
 cat > "$OUT/facts_config.py" <<CONFIG_END
 from babylm_jax.config_files import load_config_file
 
 
 def get_config():
     config = load_config_file("$(realpath "$CONFIG")")
-    config.data.corpus, config.data.paths = "$OUT/facts_corpus", ["builtin"]
+    config.data.corpus, config.data.paths = "$OUT/facts_corpus", ("builtin",)
     return config
 CONFIG_END
 python -m babylm_jax.train --config "$OUT/facts_config.py" --workdir "$OUT/facts" "${COMMON[@]}" \

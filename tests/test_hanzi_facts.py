@@ -112,7 +112,7 @@ def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
     infos = hanzi_facts.select_characters(lexicon, "30", None)
     manifest = hanzi_facts.write_facts(facts, infos, None, seed=0, settings={})
     config = synthetic.tiny_config(synthetic.write_txt_corpus(tmp_path / "corpus", 40))
-    config.data.paths = [str(facts)]
+    config.data.paths = (str(facts),)
     config.data.tokenizer.kind, config.model.vocab_size = "char", 1000
     config.data.tokenizer.required_characters, config.data.tokenizer.min_char_count = "corpus_cjk", 1000
     prepared = prepare.prepare_corpus(config, tmp_path / "w")
