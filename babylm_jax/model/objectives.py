@@ -222,35 +222,62 @@ def compute_loss(
     family = model.config.family
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
     mask_rng, corrupt_rng, dropout_rng = jax.random.split(rng, 3)
-    rngs = {"dropout": dropout_rng}
     if family == "causal":
         inputs, causal = tokens, True
         targets, weights = next_token_targets(tokens, segment_ids)
     else:
         if masking is None:
             raise ValueError(f"model family {family!r} needs a MaskingConfig")
-        masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
-        if family == "mlm":
-            causal = False
-            targets, weights = tokens, masked
-        else:
-            causal = jnp.arange(tokens.shape[0]) < causal_rows
-            masked = masked & ~causal[:, None]
-            targets, weights = mntp_targets(tokens, masked, segment_ids)
-            clm_targets, clm_weights = next_token_targets(tokens, segment_ids)
-            targets = jnp.where(causal[:, None], clm_targets, targets)
-            weights = jnp.where(causal[:, None], clm_weights, weights)
-        inputs = corrupt(corrupt_rng, tokens, masked, masking)
+        inputs, causal, targets, weights = _masked_inputs_and_targets(
+            family, batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows)
     hidden_BxLxD, _ = model.apply(
-        params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs=rngs, method="encode"
+        params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs={"dropout": dropout_rng},
+        method="encode",
     )
+    weights_N = weights.reshape(-1).astype(jnp.float32)
+    count = jnp.sum(weights_N)
+    rate = max_mask_rate if max_mask_rate is not None else mask_rate
+    groups = row_groups if tokens.shape[0] % row_groups == 0 else 1
+    per_group = weights_N.shape[0] // groups
+    capacity = per_group
+    if family != "causal" and isinstance(rate, (int, float)):
+        # the causal rows lead the batch: the first block holds the most of them
+        always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if family == "hybrid" else 0
+        capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
+    loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
+                               z_loss, chunk)
+    loss = loss_sum / jnp.maximum(count, 1.0)
+    return loss, {"loss": loss, "predicted_tokens": count}
+
+
+def _masked_inputs_and_targets(
+    family: str, batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
+    masking: MaskingConfig, causal_rows: int,
+) -> tuple[jax.Array, jax.Array | bool, jax.Array, jax.Array]:
+    """(corrupted inputs, causal rows, targets, weights) of an mlm or hybrid batch."""
+    tokens, segment_ids = batch["tokens"], batch["segment_ids"]
+    masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
+    if family == "mlm":
+        causal, targets, weights = False, tokens, masked
+    else:
+        causal = jnp.arange(tokens.shape[0]) < causal_rows
+        masked = masked & ~causal[:, None]
+        targets, weights = mntp_targets(tokens, masked, segment_ids)
+        clm_targets, clm_weights = next_token_targets(tokens, segment_ids)
+        targets = jnp.where(causal[:, None], clm_targets, targets)
+        weights = jnp.where(causal[:, None], clm_weights, weights)
+    return corrupt(corrupt_rng, tokens, masked, masking), causal, targets, weights
+
+
+def _predicted_loss(
+    model, params, hidden_BxLxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, capacity: int, groups: int,
+    z_loss: float, chunk: int,
+) -> jax.Array:
+    """Summed loss of the predicted positions: gathered into `capacity` slots per row group
+    when that is fewer than the group's positions and every group fits, else all positions."""
     embed_VxD = model.apply(params, method="output_embedding")
     hidden_NxD = hidden_BxLxD.reshape(-1, hidden_BxLxD.shape[-1])
-    targets_N, weights_N = targets.reshape(-1), weights.reshape(-1).astype(jnp.float32)
-    count = jnp.sum(weights_N)
-
-    n = hidden_NxD.shape[0]
-    groups = row_groups if tokens.shape[0] % row_groups == 0 else 1
+    per_group = hidden_NxD.shape[0] // groups
 
     def loss_over(hidden_KxD, targets_K, weights_K):
         x_KxD = model.apply(params, hidden_KxD, method="head")
@@ -259,30 +286,20 @@ def compute_loss(
     def all_positions():
         return loss_over(hidden_NxD, targets_N, weights_N)
 
-    rate = max_mask_rate if max_mask_rate is not None else mask_rate
-    per_group = n // groups
-    capacity = per_group
-    if family != "causal" and isinstance(rate, (int, float)):
-        # the causal rows lead the batch: the first block holds the most of them
-        always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if family == "hybrid" else 0
-        capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
-    if capacity < per_group:
-        weights_GxN = weights_N.reshape(groups, per_group)
-        count_G = jnp.sum(weights_GxN, axis=1)
+    if capacity >= per_group:
+        return all_positions()
+    weights_GxN = weights_N.reshape(groups, per_group)
+    count_G = jnp.sum(weights_GxN, axis=1)
 
-        def predicted_positions():
-            index_GxK = jax.vmap(lambda w: jnp.nonzero(w, size=capacity, fill_value=0)[0])(weights_GxN)
+    def predicted_positions():
+        index_GxK = jax.vmap(lambda w: jnp.nonzero(w, size=capacity, fill_value=0)[0])(weights_GxN)
 
-            def gather(x_N):
-                return jnp.take_along_axis(x_N.reshape(groups, per_group, *x_N.shape[1:]),
-                                           index_GxK.reshape(groups, capacity, *(1,) * (x_N.ndim - 1)), axis=1)
+        def gather(x_N):
+            return jnp.take_along_axis(x_N.reshape(groups, per_group, *x_N.shape[1:]),
+                                       index_GxK.reshape(groups, capacity, *(1,) * (x_N.ndim - 1)), axis=1)
 
-            weights_GxK = jnp.where(jnp.arange(capacity) < count_G[:, None], gather(weights_N), 0.0)
-            hidden_KxD = gather(hidden_NxD).reshape(groups * capacity, -1)
-            return loss_over(hidden_KxD, gather(targets_N).reshape(-1), weights_GxK.reshape(-1))
+        weights_GxK = jnp.where(jnp.arange(capacity) < count_G[:, None], gather(weights_N), 0.0)
+        hidden_KxD = gather(hidden_NxD).reshape(groups * capacity, -1)
+        return loss_over(hidden_KxD, gather(targets_N).reshape(-1), weights_GxK.reshape(-1))
 
-        loss_sum = jax.lax.cond(jnp.all(count_G <= capacity), predicted_positions, all_positions)
-    else:
-        loss_sum = all_positions()
-    loss = loss_sum / jnp.maximum(count, 1.0)
-    return loss, {"loss": loss, "predicted_tokens": count}
+    return jax.lax.cond(jnp.all(count_G <= capacity), predicted_positions, all_positions)
