@@ -3,7 +3,7 @@
     python -m babylm_jax.train --config configs/base_hybrid.py --workdir runs/base_hybrid
 
 Same model, data and schedule as configs/base.py (when written: 4 layers, d 128, 1.6M
-parameters, 300 steps of 16 x 128 tokens). One Transformer: 1 row in 16 is trained as a
+parameters, characters as tokens, 4,800 steps of 16 x 128 tokens). One Transformer: 1 row in 16 is trained as a
 causal LM, the others with masked next-token prediction (the masked token at i is
 predicted at position i-1); masking rate 0.3 -> 0.15. The result can be scored causally
 and with MNTP pseudo-log-likelihood.

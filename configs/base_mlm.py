@@ -3,7 +3,7 @@
     python -m babylm_jax.train --config configs/base_mlm.py --workdir runs/base_mlm
 
 Same model, data and schedule as configs/base.py (when written: 4 layers, d 128, 1.6M
-parameters, 300 steps of 16 x 128 tokens), trained bidirectionally on masked-token
+parameters, characters as tokens, 4,800 steps of 16 x 128 tokens), trained bidirectionally on masked-token
 prediction: the loss counts masked positions only; the masking rate falls from 0.3 to 0.15
 over the run (more predicted tokens per step early on, as GPT-BERT does).
 
