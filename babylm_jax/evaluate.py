@@ -133,7 +133,7 @@ def evaluate_checkpoint(
     print(results_lib.format_table(results))
     print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
     if failed:  # the finished tasks are written; now the first failure ends the command as it would have
-        name, error = next(iter(failed.items()))
+        error = next(iter(failed.values()))
         print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); the others' results are written",
               flush=True)
         raise error
@@ -142,7 +142,12 @@ def evaluate_checkpoint(
 
 def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
     """The steps `--milestones` names ("all": every milestone checkpoint and the last one)."""
-    available = milestone_curves.milestone_steps(workdir)
+    from babylm_jax.training.checkpoint import checkpoint_steps
+
+    found = checkpoint_steps(str(workdir))  # step -> milestones/ or checkpoints/
+    if not found:
+        raise FileNotFoundError(f"no checkpoint in {workdir} (looked in milestones/ and checkpoints/)")
+    available = sorted({s for s, root in found.items() if root.endswith("milestones")} | {max(found)})
     if option == "all":
         return available
     try:

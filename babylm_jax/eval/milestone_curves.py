@@ -17,18 +17,6 @@ import matplotlib.figure
 from babylm_jax.atomic import atomic_write, atomic_write_json, atomic_write_text
 
 
-def milestone_steps(workdir: str | os.PathLike) -> list[int]:
-    """Every milestone checkpoint's step, and the latest rolling one (the end of the run), ascending."""
-    steps = set()
-    for sub, keep_all in (("milestones", True), ("checkpoints", False)):
-        root = pathlib.Path(workdir) / sub
-        found = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
-        steps.update(found if keep_all else found[-1:])
-    if not steps:
-        raise FileNotFoundError(f"no checkpoint in {workdir} (looked in milestones/ and checkpoints/)")
-    return sorted(steps)
-
-
 def curves_table(rows: Sequence[dict], tasks: Sequence[str]) -> str:
     """The rows as a Markdown table: step, words seen, one column per task."""
     lines = ["| step | words seen | " + " | ".join(tasks) + " |", "|---|---|" + "---|" * len(tasks)]

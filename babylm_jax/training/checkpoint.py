@@ -72,7 +72,7 @@ def _saved_config(workdir: str) -> tuple[dict, str] | None:
         if not isinstance(saved, dict):
             raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
         return saved, path
-    for step, root in sorted(_checkpoint_steps(workdir).items(), reverse=True):
+    for step, root in sorted(checkpoint_steps(workdir).items(), reverse=True):
         meta_path = os.path.join(root, str(step), "meta", "metadata")
         try:
             saved = _read_json(meta_path).get("config")
@@ -88,7 +88,7 @@ def check_config(workdir: str, config: ml_collections.ConfigDict) -> None:
 
     Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
     """
-    if not _checkpoint_steps(workdir):
+    if not checkpoint_steps(workdir):
         return
     found = _saved_config(workdir)
     if found is None:
@@ -338,7 +338,7 @@ class Checkpointer:
         self.milestones.close()
 
 
-def _checkpoint_steps(workdir: str) -> dict[int, str]:
+def checkpoint_steps(workdir: str) -> dict[int, str]:
     """step -> the directory (rolling or milestone) holding it."""
     found: dict[int, str] = {}
     for sub in ("milestones", "checkpoints"):
@@ -352,7 +352,7 @@ def _checkpoint_steps(workdir: str) -> dict[int, str]:
 
 def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
     """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
-    found = _checkpoint_steps(workdir)
+    found = checkpoint_steps(workdir)
     if not found:
         raise FileNotFoundError(f"no checkpoint in {workdir} (looked in checkpoints/ and milestones/)")
     if step is None:
