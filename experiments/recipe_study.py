@@ -27,21 +27,33 @@ from babylm_jax.model.transformer import ModelConfig
 from babylm_jax.training import metrics
 
 BASE = "configs/base.py"
+MLM = "configs/base_mlm.py"
+HYBRID = "configs/base_hybrid.py"
+# Tokenizers named in every row, so a row's command means the same whatever base.py's default.
 CHAR = {"data.tokenizer.kind": "char", "data.tokenizer.byte_fallback": True}
+BPE = {"data.tokenizer.kind": "bpe"}
+UNIGRAM = {"data.tokenizer.kind": "unigram"}
 
 # name -> (config file, overrides). Budget per row: --max_tflop (100 by default).
 ROWS: dict[str, tuple[str, dict]] = {
-    "bpe6k_lr3e-3_1200": (BASE, {"train.num_steps": 1200}),
+    "bpe6k_lr3e-3_1200": (BASE, {**BPE, "train.num_steps": 1200}),
+    "bpe3k_lr3e-3_1200": (BASE, {**BPE, "train.num_steps": 1200, "model.vocab_size": 3000}),
+    "unigram6k_lr3e-3_1200": (BASE, {**UNIGRAM, "train.num_steps": 1200}),
     "char_lr3e-3_1200": (BASE, {**CHAR, "train.num_steps": 1200}),
+    "char_lr3e-3_1200_seed1": (BASE, {**CHAR, "train.num_steps": 1200, "train.seed": 1}),
     "char_lr1e-2_1200": (BASE, {**CHAR, "train.num_steps": 1200, "train.learning_rate": 1e-2}),
     "char_lr1e-3_1200": (BASE, {**CHAR, "train.num_steps": 1200, "train.learning_rate": 1e-3}),
+    "char_warmup300_1200": (BASE, {**CHAR, "train.num_steps": 1200, "train.warmup_steps": 300}),
     "char_d192_1200": (BASE, {**CHAR, "train.num_steps": 1200, "model.d_model": 192, "model.num_heads": 4,
                               "model.d_ff": 512}),
+    "char_l6_1200": (BASE, {**CHAR, "train.num_steps": 1200, "model.num_layers": 6}),
     "char_seq256_b8_1200": (BASE, {**CHAR, "train.num_steps": 1200, "train.seq_len": 256, "train.batch_size": 8}),
     "char_b32_600": (BASE, {**CHAR, "train.num_steps": 600, "train.batch_size": 32}),
-    "bpe3k_lr3e-3_1200": (BASE, {"train.num_steps": 1200, "model.vocab_size": 3000}),
+    "mlm_char_1200": (MLM, {**CHAR, "train.num_steps": 1200}),
+    "hybrid_char_1200": (HYBRID, {**CHAR, "train.num_steps": 1200}),
     "char_lr3e-3_4800": (BASE, {**CHAR, "train.num_steps": 4800}),
-    "bpe6k_lr3e-3_4800": (BASE, {"train.num_steps": 4800}),
+    "bpe6k_lr3e-3_4800": (BASE, {**BPE, "train.num_steps": 4800}),
+    "hybrid_char_4500": (HYBRID, {**CHAR, "train.num_steps": 4500}),
 }
 
 
