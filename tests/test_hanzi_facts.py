@@ -64,13 +64,13 @@ def _texts(directory):
 
 def test_sized_in_jieba_words_reproducible_and_true(lexicon, tmp_path):
     infos = hanzi_facts.select_characters(lexicon, "60", None)
-    manifest = hanzi_facts.write_facts(tmp_path / "a", infos, 9000, seed=3, settings={})
+    manifest = hanzi_facts.write_facts(tmp_path / "a", infos, 20_000, seed=3, settings={})
     texts = _texts(tmp_path / "a")
     counted = sum(len(words.jieba_words(t)) for t in texts)  # the slow, obvious count
-    assert manifest["words"] == counted <= 9000 and counted > 9000 - 300 and manifest["documents"] == len(texts)
+    assert manifest["words"] == counted <= 20_000 and counted > 20_000 - 600 and manifest["documents"] == len(texts)
     assert manifest["passes"] > 1  # more than one pass over 60 characters
-    hanzi_facts.write_facts(tmp_path / "b", infos, 9000, seed=3, settings={})
-    hanzi_facts.write_facts(tmp_path / "c", infos, 9000, seed=4, settings={})
+    hanzi_facts.write_facts(tmp_path / "b", infos, 20_000, seed=3, settings={})
+    hanzi_facts.write_facts(tmp_path / "c", infos, 20_000, seed=4, settings={})
     assert _texts(tmp_path / "b") == texts and _texts(tmp_path / "c") != texts
     stated = re.findall(r"(\w)字读作([a-zü\u00e0-\u01dc]+)。", "".join(texts))
     assert len(stated) > 10
@@ -147,3 +147,53 @@ def test_probe_wording_never_occurs_in_the_facts(lexicon, tmp_path):
     hanzi_facts.write_facts(tmp_path / "f", infos, 60_000, seed=0, settings={})
     text = "".join(_texts(tmp_path / "f"))
     assert not [m for m in make_probe.PROBE_MARKERS if m in text]
+
+
+def _pair_relation(sentence):
+    """The relation a pair sentence (“A”…“B”… at its start) states, read from its wording."""
+    if any(k in sentence for k in ("同音", "读音一样", "声母、韵母和声调")):
+        return "syllable"
+    if "声母" in sentence or "开头" in sentence:
+        return "initial"
+    if "韵" in sentence:
+        return "final"
+    if "声" in sentence or any(name in sentence for name in hanzi_lexicon.TONE_NAMES.values()):
+        return "tone"
+    return None
+
+
+def test_pair_facts_are_true_many_and_varied(lexicon, tmp_path):
+    infos = hanzi_facts.select_characters(lexicon, "200", None)
+    hanzi_facts.write_facts(tmp_path / "f", infos, None, seed=0, settings={})  # one pass
+    sentences = [s for t in _texts(tmp_path / "f") for s in re.findall(r"[^。]*。", t)]
+    pairs = {kind: set() for kind in ("syllable", "initial", "final", "tone")}
+    wordings = {kind: set() for kind in pairs}
+    for sentence in sentences:
+        m = re.match(r"“(\w)”(?:和|与|跟)?“(\w)”(.*)", sentence)
+        if not m:
+            continue
+        a, b = (lexicon.info(c).readings[0] for c in m.group(1, 2))
+        kind = _pair_relation(m.group(3))
+        assert kind, sentence
+        same = {"syllable": a.marked == b.marked, "initial": a.initial == b.initial != "",
+                "final": a.final == b.final, "tone": a.tone == b.tone}[kind]
+        assert same, sentence
+        assert {"syllable": a.marked, "initial": a.initial, "final": a.final}.get(kind, "") in m.group(3)
+        pairs[kind].add(frozenset(m.group(1, 2)))
+        wordings[kind].add(re.sub(r"[a-zü\u00e0-\u01dc]+|第.声|\w(?=”)", "", m.group(0)))
+    # Several partners per character and relation in one pass (one pair sentence each): more than
+    # 1.5 times the pairs one partner per character could give; homophones only where the 200 have them.
+    assert all(len(pairs[kind]) > 1.5 * len(infos) for kind in ("tone", "final", "initial")), pairs
+    assert len(pairs["syllable"]) > 20
+    assert all(len(w) >= 3 for w in wordings.values()), wordings
+
+
+def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
+    infos = [i for i in hanzi_facts.select_characters(lexicon, "200", None) if len(i.parts) >= 2]
+    writer = hanzi_facts.FactWriter(infos, seed=1)
+    for info in infos[:30]:
+        text = writer.paragraph(info)
+        for position, part in info.parts:  # the character, then the position, then the part
+            assert re.search(f"{info.char}”?字[^。“]*{position}[^。“]*“{part}”", text), (info, text)
+        stated = re.findall(f"{info.char}”?字[，的]?(左边|右边|上边|下边|中间|外边|里边)(?:写作|是|写|为|的部件是)“(\\w)”", text)
+        assert stated and all(p in info.parts for p in stated), text

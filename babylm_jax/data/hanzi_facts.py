@@ -5,9 +5,10 @@
 
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
 character) and DIR/manifest.json (counts, sources, settings). Facts: reading with tone, initial
-and final, tone, characters sharing the reading / final / initial / tone, radical, structure
-type and the parts at each position (see hanzi_lexicon for the sources). Every fact has
-several templates; the wording is drawn from `--seed`, so a run is reproducible.
+and final, tone; pairs of characters that share the reading / final / initial / tone (several
+partners per relation in every paragraph, drawn anew each pass, so the passes cover many
+pairs); radical, structure type, and each part at its position. Every fact has several
+templates; the wording and the partners are drawn from `--seed`, so a run is reproducible.
 
 Mix the facts in with `--config.data.paths='("DIR",)'`: budget.json then counts them as their
 own source. `--words N` (or `--share X` of `--budget`) sets the size in official jieba words:
@@ -60,6 +61,8 @@ _READING = (
     lambda i, r: f"{i.char}的读音是{r.marked}，声调是{tone_words(r.tone)}。",
     lambda i, r: f"我们把{_q(i.char)}读成{r.marked}。",
     lambda i, r: f"{_q(i.char)}注音为{r.marked}。",
+    lambda i, r: f"{_q(i.char)}的读音：{r.marked}。",
+    lambda i, r: f"{_q(i.char)}字拼作{r.marked}。",
 )
 _SOUNDS = (
     lambda i, r: (f"{_q(i.char)}的声母是{r.initial}，韵母是{r.final}。" if r.initial
@@ -72,23 +75,43 @@ _TONE = (
     lambda i, r: f"{_q(i.char)}读{tone_words(r.tone)}。",
     lambda i, r: f"{i.char}字的声调是{hanzi_lexicon.TONE_NAMES[r.tone]}，也就是{tone_words(r.tone)}。",
 )
-_HOMOPHONES = (
-    lambda i, r, o: f"{_q(i.char)}跟{_q(o[0])}同音，都读{r.marked}。",
-    lambda i, r, o: f"读{r.marked}的字有{_listing((i.char,) + tuple(o))}等。",
-    lambda i, r, o: f"{i.char}和{o[0]}读音一样，都念{r.marked}。",
-)
-_SAME_FINAL = (
-    lambda i, r, o: f"{_q(i.char)}与{_q(o[0])}押韵，韵母都是{r.final}。",
-    lambda i, r, o: f"韵母是{r.final}的字有{_listing((i.char,) + tuple(o))}。",
-)
-_SAME_INITIAL = (
-    lambda i, r, o: f"{_q(i.char)}和{_q(o[0])}的拼音都以{r.initial}开头。",
-    lambda i, r, o: f"声母为{r.initial}的字，比如{_listing((i.char,) + tuple(o))}。",
-)
-_SAME_TONE = (
-    lambda i, r, o: f"{_q(i.char)}和{_q(o[0])}都读{tone_words(r.tone)}。",
-    lambda i, r, o: f"{tone_words(r.tone)}的字有{_listing((i.char,) + tuple(o))}。",
-)
+# Relations between two characters (r: the first one's reading, o: the other character). Every
+# pair sentence starts with the two characters, “A”…“B”, and names the relation after them.
+_PAIR = {
+    "syllable": (
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}同音，都读{r.marked}。",
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}读音一样，都念{r.marked}。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}是同音字，读{r.marked}。",
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的声母、韵母和声调都一样，读{r.marked}。",
+    ),
+    "initial": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的拼音都以{r.initial}开头。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}声母一样，都是{r.initial}。",
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}是同声母的字，声母都是{r.initial}。",
+        lambda i, r, o: f"{_q(i.char)}{_q(o)}两个字的声母都是{r.initial}。",
+    ),
+    "final": (
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}押韵，韵母都是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}韵母一样，都是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}的韵母都是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}{_q(o)}两字同韵，韵母是{r.final}。",
+    ),
+    "tone": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}都读{tone_words(r.tone)}。",
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}声调一样，都是{tone_words(r.tone)}。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}同为{tone_words(r.tone)}字。",
+        lambda i, r, o: f"{_q(i.char)}{_q(o)}两个字都念{hanzi_lexicon.TONE_NAMES[r.tone]}。",
+    ),
+}
+# A list of characters that share a property: (CharInfo, reading, others) -> sentence.
+_GROUP = {
+    "syllable": lambda i, r, o: f"读{r.marked}的字有{_listing((i.char,) + tuple(o))}等。",
+    "initial": lambda i, r, o: f"声母为{r.initial}的字，比如{_listing((i.char,) + tuple(o))}。",
+    "final": lambda i, r, o: f"韵母是{r.final}的字有{_listing((i.char,) + tuple(o))}。",
+    "tone": lambda i, r, o: f"{tone_words(r.tone)}的字有{_listing((i.char,) + tuple(o))}。",
+}
+_RELATIONS = ("syllable", "final", "initial", "tone")
+PAIRS_PER_RELATION = 3  # partners stated one by one, per character and relation, in each paragraph
 _RADICAL = (
     lambda i: f"{_q(i.char)}归{_q(i.radical)}部。",
     lambda i: f"查字典时，{_q(i.char)}要查{_q(i.radical)}部。",
@@ -107,11 +130,15 @@ _STRUCTURE = (
     lambda i: f"{_q(i.char)}是一个{_structure_name(i.structure)}的字。",
     lambda i: f"从结构上看，{i.char}字属于{_structure_name(i.structure)}。",
     lambda i: f"{i.char}字的结构是{_structure_name(i.structure)}。",
+    lambda i: f"{_q(i.char)}字为{_structure_name(i.structure)}。",
+    lambda i: f"{_q(i.char)}字的字形是{_structure_name(i.structure)}。",
 )
 _SINGLE = (
     lambda i: f"{_q(i.char)}是独体字。",
     lambda i: f"{i.char}字不能再拆分，是一个独体字。",
     lambda i: f"从结构上看，{i.char}是独体字。",
+    lambda i: f"{_q(i.char)}字为独体结构。",
+    lambda i: f"{_q(i.char)}字的字形是独体结构，不能拆成部件。",
 )
 _ALL_PARTS = (
     lambda i: f"{_q(i.char)}字由{'和'.join(_q(c) for _, c in i.parts)}组成，"
@@ -119,10 +146,22 @@ _ALL_PARTS = (
     lambda i: f"{i.char}字" + "，".join(f"{p}是{_q(c)}" for p, c in i.parts) + "。",
     lambda i: f"把{_q(i.char)}拆开，" + "，".join(f"{p}写{_q(c)}" for p, c in i.parts) + "。",
 )
+# One part at its position, the character and the position before the part (as a reader asks).
 _ONE_PART = (
+    lambda i, p, c: f"{i.char}字的{p}写作{_q(c)}。",
+    lambda i, p, c: f"{_q(i.char)}字的{p}是{_q(c)}。",
+    lambda i, p, c: f"{i.char}字{p}写{_q(c)}。",
+    lambda i, p, c: f"写{_q(i.char)}字，{p}是{_q(c)}。",
+    lambda i, p, c: f"{_q(i.char)}字，{p}为{_q(c)}。",
+    lambda i, p, c: f"{_q(i.char)}字{p}的部件是{_q(c)}。",
+)
+_PART_AT = (
     lambda i, p, c: f"{_q(c)}在{_q(i.char)}字的{p}。",
     lambda i, p, c: f"{c}是{i.char}字的一个部件，位置在{p}。",
-    lambda i, p, c: f"{i.char}字的{p}写作{_q(c)}。",
+)
+_HAS_PART = (
+    lambda i, c: f"{_q(i.char)}字含有{_q(c)}。",
+    lambda i, c: f"{_q(i.char)}字包含{_q(c)}这个部件。",
 )
 
 
@@ -133,30 +172,42 @@ class FactWriter:
         self.infos = list(infos)
         self.rng = random.Random(seed)
         self._groups: dict[str, dict[object, list[str]]] = {
-            kind: {} for kind in ("syllable", "final", "initial", "tone")
+            kind: {} for kind in _RELATIONS
         }
         for info in self.infos:
-            r = info.readings[0]
-            for kind, key in (("syllable", r.marked), ("final", r.final), ("initial", r.initial), ("tone", r.tone)):
+            for kind in _RELATIONS:
+                key = self._key(kind, info.readings[0])
                 if key != "":
                     self._groups[kind].setdefault(key, []).append(info.char)
+
+    @staticmethod
+    def _key(kind: str, reading: hanzi_lexicon.Reading) -> object:
+        """What characters related by `kind` share ("" = nothing to share: a zero initial)."""
+        return {"syllable": reading.marked, "final": reading.final, "initial": reading.initial,
+                "tone": reading.tone}[kind]
 
     def _others(self, kind: str, key: object, ch: str, n: int) -> list[str]:
         group = [c for c in self._groups[kind].get(key, ()) if c != ch]
         return self.rng.sample(group, min(n, len(group)))
 
     def paragraph(self, info: CharInfo) -> str:
-        """All known facts about one character, each in a randomly chosen wording, in random order."""
+        """All known facts about one character, each in a randomly chosen wording, in random order.
+
+        Per relation (same reading, final, initial, tone) it names up to PAIRS_PER_RELATION
+        characters that share it, one pair sentence each, and sometimes a list of more; every
+        part of the character is stated at its position.
+        """
         pick: Callable = self.rng.choice
         r = info.readings[0]
-        sentences = [pick(_READING)(info, r), pick(_SOUNDS)(info, r), pick(_TONE)(info, r)]
-        for kind, key, templates in (("syllable", r.marked, _HOMOPHONES), ("final", r.final, _SAME_FINAL),
-                                     ("initial", r.initial, _SAME_INITIAL), ("tone", r.tone, _SAME_TONE)):
+        sentences = [*(t(info, r) for t in self.rng.sample(_READING, 2)), pick(_SOUNDS)(info, r), pick(_TONE)(info, r)]
+        for kind in _RELATIONS:
+            key = self._key(kind, r)
             if key == "":
                 continue
-            others = self._others(kind, key, info.char, self.rng.randint(1, 3))
-            if others:
-                sentences.append(pick(templates)(info, r, others))
+            others = self._others(kind, key, info.char, PAIRS_PER_RELATION)
+            sentences.extend(pick(_PAIR[kind])(info, r, other) for other in others)
+            if others and self.rng.random() < 0.5:
+                sentences.append(_GROUP[kind](info, r, self._others(kind, key, info.char, 3)))
         if info.radical:
             sentences.append(pick(_RADICAL)(info))
         if info.structure == "独体":
@@ -165,8 +216,10 @@ class FactWriter:
             sentences.append(pick(_STRUCTURE)(info))
             if info.parts:
                 sentences.append(pick(_ALL_PARTS)(info))
+                sentences.extend(pick(_ONE_PART)(info, position, component) for position, component in info.parts)
                 position, component = pick(info.parts)
-                sentences.append(pick(_ONE_PART)(info, position, component))
+                sentences.append(pick(_PART_AT)(info, position, component))
+                sentences.append(pick(_HAS_PART)(info, pick(info.parts)[1]))
         self.rng.shuffle(sentences)
         return "".join(sentences)
 
