@@ -18,6 +18,15 @@ the depth, heads, 4x FFN ratio, GELU and LayerNorm and spend the same total on d
 32,768-piece vocabulary: 13.1M parameters (4.7M body + 8.4M embedding). For Pythia's exact
 body instead: --config.model.d_model=128 --config.model.d_ff=512 (then 5.4M parameters).
 
+Tokenizer. BPE with 32,768 pieces, named here because base.py's default is now "char". The
+CPU study (experiments/README.md, "Recipes that learn") found characters and BPE-6000 tied
+on ZhoBLiMP at equal compute (0.603 / 0.601 at 25 TFLOP), so it gives no reason to leave
+the subword vocabulary that sizes this recipe after Pythia's. Characters never split a
+hanzi into bytes and make the vocabulary projection cheap (a 32k vocabulary is 60% of this
+recipe's FLOPs a token) but cost ~1.4x the tokens an epoch; to try them:
+--config.data.tokenizer.kind=char --config.data.tokenizer.required_characters=corpus_cjk
+(then model.vocab_size must hold the corpus' distinct hanzi; `prepare` says if it does not).
+
 Length. One epoch is roughly 110M tokens (102M jieba words ~ 150M characters, ~1.4
 characters per piece of a 32k unigram vocabulary; the prepare step prints the exact
 count). 17,000 steps x 128 x 512 tokens = 1.1B tokens ~ 10 epochs (the baselines report
@@ -42,6 +51,7 @@ from babylm_jax.config_files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
+    config.data.tokenizer.kind = "bpe"  # named here: base.py's default is "char" (see "Tokenizer" above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.

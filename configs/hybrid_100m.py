@@ -9,7 +9,8 @@
 `data.corpus` is the official corpus as downloaded above, or your own text (see
 configs/causal_14m.py). The English BabyLM 2024 winner's recipe: 12 layers, d 768, 12
 heads, FFN 2560 (gated; SwiGLU here), LayerNorm, tied 16,384-piece vocabulary (112M
-parameters); LAMB lr 1e-2, weight decay 0.1, EMA 0.999 (used for evaluation and export),
+parameters; BPE, named here as base.py's default is now "char": see configs/causal_14m.py,
+"Tokenizer"); LAMB lr 1e-2, weight decay 0.1, EMA 0.999 (used for evaluation and export),
 dropout 0.1; 1 row in 16 trained causally, the rest with MNTP; masking rate 0.3 -> 0.15;
 rows of 128 tokens for the first 70% of steps, 256 until 90%, then 512 (a 512-token row is
 split into shorter rows, so tokens per step stay 256 x 512 = 131,072). One epoch is about
@@ -38,6 +39,7 @@ from babylm_jax.config_files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
+    config.data.tokenizer.kind = "bpe"  # named here: base.py's default is "char" (see "Tokenizer" above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.

@@ -98,3 +98,10 @@ def test_recipe_specifics(states):
     assert pod_model.config == c
     assert pod.distributed.initialize and pod.mesh.fsdp > 1
     assert pod.train.batch_size > t.batch_size
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_SIZES))
+def test_sized_recipes_keep_the_subword_vocabulary_they_are_sized_on(name, states):
+    """Their headers size the vocabulary as BPE pieces; base.py's default tokenizer ("char") must not leak in."""
+    config, _, _ = states[name]
+    assert config.data.tokenizer.kind == "bpe" and config.model.vocab_size >= 16_384
