@@ -197,3 +197,20 @@ def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
             assert re.search(f"{info.char}”?字[^。“]*{position}[^。“]*“{part}”", text), (info, text)
         stated = re.findall(f"{info.char}”?字[，的]?(左边|右边|上边|下边|中间|外边|里边)(?:写作|是|写|为|的部件是)“(\\w)”", text)
         assert stated and all(p in info.parts for p in stated), text
+
+
+def test_each_paragraph_names_new_partners(lexicon):
+    infos = hanzi_facts.select_characters(lexicon, "300", None)
+    writer = hanzi_facts.FactWriter(infos, seed=2)
+    info = next(i for i in infos if 13 <= sum(j.readings[0].final == i.readings[0].final for j in infos) <= 40)
+    group = [j.char for j in infos if j.readings[0].final == info.readings[0].final and j.char != info.char]
+    paragraphs = len(group) // hanzi_facts.PAIRS_PER_RELATION
+    named = []
+    for _ in range(paragraphs):
+        for sentence in re.findall(r"[^。]*。", writer.paragraph(info)):
+            m = re.match(f"“{info.char}”(?:和|与|跟)?“(\\w)”(.*)", sentence)
+            if m and _pair_relation(m.group(2)) == "final":
+                named.append(m.group(1))
+    # three partners a paragraph, none named twice until the whole group has been named
+    assert len(named) == paragraphs * hanzi_facts.PAIRS_PER_RELATION and len(set(named)) == len(named), named
+    assert set(named) <= set(group)

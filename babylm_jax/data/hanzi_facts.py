@@ -6,9 +6,9 @@
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
 character) and DIR/manifest.json (counts, sources, settings). Facts: reading with tone, initial
 and final, tone; pairs of characters that share the reading / final / initial / tone (several
-partners per relation in every paragraph, drawn anew each pass, so the passes cover many
-pairs); radical, structure type, and each part at its position. Every fact has several
-templates; the wording and the partners are drawn from `--seed`, so a run is reproducible.
+partners per relation in every paragraph, new ones each pass, so the passes cover many pairs);
+radical, structure type, and each part at its position. Every fact has several templates; the
+wording and the partners are drawn from `--seed`, so a run is reproducible.
 
 Mix the facts in with `--config.data.paths='("DIR",)'`: budget.json then counts them as their
 own source. `--words N` (or `--share X` of `--budget`) sets the size in official jieba words:
@@ -179,6 +179,10 @@ class FactWriter:
                 key = self._key(kind, info.readings[0])
                 if key != "":
                     self._groups[kind].setdefault(key, []).append(info.char)
+        for groups in self._groups.values():
+            for group in groups.values():
+                self.rng.shuffle(group)
+        self._partners_named: dict[tuple[str, str], int] = {}  # (kind, char) -> partners named so far
 
     @staticmethod
     def _key(kind: str, reading: hanzi_lexicon.Reading) -> object:
@@ -189,6 +193,21 @@ class FactWriter:
     def _others(self, kind: str, key: object, ch: str, n: int) -> list[str]:
         group = [c for c in self._groups[kind].get(key, ()) if c != ch]
         return self.rng.sample(group, min(n, len(group)))
+
+    def _partners(self, kind: str, key: object, ch: str, n: int) -> list[str]:
+        """The next `n` characters after `ch` in its (shuffled) group, going round.
+
+        A character's paragraphs thus name new partners until the group is used up, and the
+        paragraphs of the characters before it name it, so every pass adds new pairs.
+        """
+        group = self._groups[kind][key]
+        if len(group) - 1 <= n:
+            return [c for c in group if c != ch]
+        start = self._partners_named.get((kind, ch), 0)
+        self._partners_named[(kind, ch)] = start + n
+        at = group.index(ch)
+        offsets = [1 + (start + t) % (len(group) - 1) for t in range(n)]
+        return [group[(at + offset) % len(group)] for offset in offsets]
 
     def paragraph(self, info: CharInfo) -> str:
         """All known facts about one character, each in a randomly chosen wording, in random order.
@@ -204,7 +223,7 @@ class FactWriter:
             key = self._key(kind, r)
             if key == "":
                 continue
-            others = self._others(kind, key, info.char, PAIRS_PER_RELATION)
+            others = self._partners(kind, key, info.char, PAIRS_PER_RELATION)
             sentences.extend(pick(_PAIR[kind])(info, r, other) for other in others)
             if others and self.rng.random() < 0.5:
                 sentences.append(_GROUP[kind](info, r, self._others(kind, key, info.char, 3)))
