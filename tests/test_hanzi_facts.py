@@ -147,11 +147,16 @@ def test_probe_wording_never_occurs_in_the_facts(lexicon, tmp_path):
     hanzi_facts.write_facts(tmp_path / "f", infos, 60_000, seed=0, settings={})
     text = "".join(_texts(tmp_path / "f"))
     assert not [m for m in make_probe.PROBE_MARKERS if m in text]
+    # nor any 13 characters in a row of a probe sentence (the leakage check's n-gram length)
+    grams = {text[i:i + 13] for i in range(len(text) - 12)}
+    shared = [s[i:i + 13] for r in rows for s in (r["sentence_good"], r["sentence_bad"])
+              for i in range(len(s) - 12) if s[i:i + 13] in grams]
+    assert not shared, shared[:5]
 
 
 def _pair_relation(sentence):
     """The relation a pair sentence (“A”…“B”… at its start) states, read from its wording."""
-    if any(k in sentence for k in ("同音", "读音一样", "声母、韵母和声调")):
+    if "同音" in sentence or "读音" in sentence:
         return "syllable"
     if "声母" in sentence or "开头" in sentence:
         return "initial"

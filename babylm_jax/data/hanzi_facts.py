@@ -82,7 +82,7 @@ _PAIR = {
         lambda i, r, o: f"{_q(i.char)}跟{_q(o)}同音，都读{r.marked}。",
         lambda i, r, o: f"{_q(i.char)}和{_q(o)}读音一样，都念{r.marked}。",
         lambda i, r, o: f"{_q(i.char)}与{_q(o)}是同音字，读{r.marked}。",
-        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的声母、韵母和声调都一样，读{r.marked}。",
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}读音完全一样，都是{r.marked}。",
     ),
     "initial": (
         lambda i, r, o: f"{_q(i.char)}和{_q(o)}的拼音都以{r.initial}开头。",
