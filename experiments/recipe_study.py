@@ -52,6 +52,7 @@ ROWS: dict[str, tuple[str, dict]] = {
     "mlm_char_1200": (MLM, {**CHAR, "train.num_steps": 1200}),
     "hybrid_char_1200": (HYBRID, {**CHAR, "train.num_steps": 1200}),
     "char_lr3e-3_4800": (BASE, {**CHAR, "train.num_steps": 4800}),
+    "char_lr3e-3_4800_seed1": (BASE, {**CHAR, "train.num_steps": 4800, "train.seed": 1}),
     "bpe6k_lr3e-3_4800": (BASE, {**BPE, "train.num_steps": 4800}),
     "hybrid_char_4500": (HYBRID, {**CHAR, "train.num_steps": 4500}),
 }
