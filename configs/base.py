@@ -93,7 +93,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.optimizer = "adamw"  # "adamw" or "lamb"
     config.train.schedule = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
     config.train.decay_share = 0.2  # "wsd": share of steps in the final decay
-    config.train.grad_accum_steps = 1
+    # Two passes of 8 rows a step: on a CPU the activations of 1,024 tokens stay in cache (about
+    # 1.08x the tokens/s of one pass of 16 rows); the gradient is the 16-row batch's either way.
+    config.train.grad_accum_steps = 2
     config.train.ema_decay = 0.0  # > 0 keeps EMA params, used for eval and export
     config.train.z_loss = 0.0
     config.train.mask_rate = 0.15  # mlm/hybrid: masking rate at the start ...

@@ -23,6 +23,7 @@ from babylm_jax.config_files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.model.family = "mlm"
+    config.train.grad_accum_steps = 1  # one pass: base.py's two were measured for the causal step only
     config.train.mask_rate = 0.3
     config.train.mask_rate_final = 0.15
     return config

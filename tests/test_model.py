@@ -64,6 +64,37 @@ def test_rope_table_rotates_by_position_times_frequency():
     np.testing.assert_allclose(rotated[:, 0], x[:, 0], atol=1e-6)
 
 
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_attention_equals_jax_attention_in_value_and_gradients(dtype):
+    """The written-out attention gradient against autodiff of jax.nn.dot_product_attention:
+    causal and bidirectional rows, two documents, and a padding tail (segment 0)."""
+    rng = np.random.default_rng(0)
+    q, k, v, probe = (jnp.asarray(rng.standard_normal((3, 16, 2, 8)), dtype) for _ in range(4))
+    segments = jnp.asarray(np.where(np.arange(16) < 9, 1, 2)[None].repeat(3, 0)).at[2, -3:].set(0)
+    mask = layers.attention_mask(segments, jnp.array([True, False, True]))
+
+    def loss(attention):
+        return lambda q, k, v: jnp.sum(jnp.sin(attention(q, k, v).astype(jnp.float32)) * probe.astype(jnp.float32))
+
+    ours = loss(lambda q, k, v: layers.dot_product_attention(q, k, v, mask))
+    reference = loss(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla"))
+    tol = 1e-5 if dtype == jnp.float32 else 2e-2
+    np.testing.assert_allclose(ours(q, k, v), reference(q, k, v), rtol=tol)
+    for a, b in zip(jax.grad(ours, (0, 1, 2))(q, k, v), jax.grad(reference, (0, 1, 2))(q, k, v)):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32), atol=tol * 5, rtol=tol)
+
+
+def test_swiglu_equals_autodiff_of_silu_times_up():
+    rng = np.random.default_rng(1)
+    gate, up, probe = (jnp.asarray(rng.standard_normal((2, 5, 7)) * 4, jnp.float32) for _ in range(3))
+    ours = lambda g, u: jnp.sum(jnp.cos(layers.swiglu(g, u)) * probe)  # noqa: E731
+    reference = lambda g, u: jnp.sum(jnp.cos(jax.nn.silu(g) * u) * probe)  # noqa: E731
+    np.testing.assert_allclose(ours(gate, up), reference(gate, up), rtol=1e-6)
+    for a, b in zip(jax.grad(ours, (0, 1))(gate, up), jax.grad(reference, (0, 1))(gate, up)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
 def test_rows_longer_than_max_len_are_refused():
     model, params, _ = make("causal", max_len=L)
     with pytest.raises(ValueError, match=f"longer than model.max_len={L}"):

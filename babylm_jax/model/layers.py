@@ -103,6 +103,84 @@ def attention_mask(segment_ids_BxL: jax.Array, causal_B: jax.Array) -> jax.Array
     return (same_segment & allowed)[:, None]
 
 
+def _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
+    """Output and softmax probabilities [B, H, L, L] (float32), as `jax.nn.dot_product_attention`
+    (implementation "xla") computes them: scaled float32 scores, masked scores set to -0.7 x the
+    largest float32, softmax in float32, probabilities cast to the value dtype."""
+    scale = q_BxLxHxK.shape[-1] ** -0.5
+    scores_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32)
+    scores_BxHxLxL = jnp.where(mask_Bx1xLxL, scores_BxHxLxL * jnp.float32(scale),
+                               jnp.float32(-0.7 * float(jnp.finfo(jnp.float32).max)))
+    probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1)
+    out_BxLxHxK = jnp.einsum("bhlm,bmhk->blhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), v_BxLxHxK)
+    return out_BxLxHxK, probs_BxHxLxL
+
+
+@jax.custom_vjp
+def dot_product_attention(
+    q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask_Bx1xLxL: jax.Array
+) -> jax.Array:
+    """Softmax attention, the numbers of `jax.nn.dot_product_attention(..., implementation="xla")`.
+
+    Its gradient is written out (the flash-attention backward): dS = P * (dP - rowsum(dO * O)),
+    the row sums taken over the head width from the output rather than over the keys from
+    the [B, H, L, L] probabilities, which are kept from the forward pass; autodiff of the
+    softmax makes more elementwise passes over [B, H, L, L] arrays, and at d_model 128 on a
+    CPU those passes cost as much as attention's matmuls. Plain jnp, so the same numbers on
+    every platform.
+    """
+    return _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)[0]
+
+
+def _attention_fwd(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
+    out_BxLxHxK, probs_BxHxLxL = _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)
+    return out_BxLxHxK, (q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK)
+
+
+def _attention_bwd(residuals, grad_out_BxLxHxK):
+    q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK = residuals
+    f32 = jnp.float32
+    scale = q_BxLxHxK.shape[-1] ** -0.5
+    grad_v = jnp.einsum("bhlm,blhk->bmhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), grad_out_BxLxHxK,
+                        preferred_element_type=f32)
+    grad_probs_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", grad_out_BxLxHxK, v_BxLxHxK, preferred_element_type=f32)
+    # rowsum(P * dP) = rowsum(dO * O): a sum over K instead of over L
+    row_BxLxH = jnp.sum(grad_out_BxLxHxK.astype(f32) * out_BxLxHxK.astype(f32), axis=-1)
+    grad_scores_BxHxLxL = probs_BxHxLxL * (grad_probs_BxHxLxL - jnp.swapaxes(row_BxLxH, 1, 2)[..., None])
+    grad_scores_BxHxLxL = (grad_scores_BxHxLxL * f32(scale)).astype(q_BxLxHxK.dtype)
+    grad_q = jnp.einsum("bhlm,bmhk->blhk", grad_scores_BxHxLxL, k_BxLxHxK, preferred_element_type=f32)
+    grad_k = jnp.einsum("bhlm,blhk->bmhk", grad_scores_BxHxLxL, q_BxLxHxK, preferred_element_type=f32)
+    return (grad_q.astype(q_BxLxHxK.dtype), grad_k.astype(k_BxLxHxK.dtype), grad_v.astype(v_BxLxHxK.dtype), None)
+
+
+dot_product_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+@jax.custom_vjp
+def swiglu(gate_BxLxF: jax.Array, up_BxLxF: jax.Array) -> jax.Array:
+    """silu(gate) * up, with its gradient written out from the two inputs alone: autodiff keeps
+    sigmoid(gate) and silu(gate) as [B, L, F] arrays, written in the forward pass and read
+    back, where recomputing the sigmoid in the backward pass costs less."""
+    return nn.silu(gate_BxLxF) * up_BxLxF
+
+
+def _swiglu_fwd(gate_BxLxF, up_BxLxF):
+    return nn.silu(gate_BxLxF) * up_BxLxF, (gate_BxLxF, up_BxLxF)
+
+
+def _swiglu_bwd(residuals, grad_BxLxF):
+    # the barrier keeps XLA from merging this sigmoid with the forward's (common-subexpression
+    # elimination), which would write it to memory in the forward pass after all
+    gate, up = jax.lax.optimization_barrier(residuals)
+    sigmoid = jax.nn.sigmoid(gate)
+    silu = gate * sigmoid
+    grad_gate = grad_BxLxF * up * (sigmoid + silu * (1 - sigmoid))
+    return grad_gate, grad_BxLxF * silu
+
+
+swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with RoPE; softmax in float32."""
 
@@ -123,10 +201,7 @@ class Attention(nn.Module):
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = (x[:, :, 0] for x in jnp.split(qkv, 3, axis=2))
         q_BxLxHxK = rotary_embedding(q_BxLxHxK, rope)
         k_BxLxHxK = rotary_embedding(k_BxLxHxK, rope)
-        # Scores and softmax in float32; XLA's version on every platform (same numbers everywhere).
-        out_BxLxHxK = jax.nn.dot_product_attention(
-            q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask_Bx1xLxL, implementation="xla"
-        )
+        out_BxLxHxK = dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)
         return nn.DenseGeneral(
             d, axis=(-2, -1), use_bias=False, dtype=self.dtype,
             kernel_init=dense_init("heads", "kv", "embed"), name="out",
@@ -149,7 +224,7 @@ class Mlp(nn.Module):
                 kernel_init=dense_init("embed", None, "mlp"), name="gate_up",
             )(x_BxLxD)
             gate_BxLx1xF, up_BxLx1xF = jnp.split(gate_up, 2, axis=2)  # gradient: a concatenate
-            h_BxLxF = (nn.silu(gate_BxLx1xF) * up_BxLx1xF)[:, :, 0]
+            h_BxLxF = swiglu(gate_BxLx1xF[:, :, 0], up_BxLx1xF[:, :, 0])
         elif self.kind == "gelu":
             h_BxLxF = nn.gelu(
                 nn.Dense(self.d_ff, use_bias=False, dtype=self.dtype, kernel_init=dense_init("embed", "mlp"), name="up")(

@@ -208,8 +208,9 @@ def compute_loss(
     deterministic: bool = True,
     chunk: int = LOSS_CHUNK,
     row_groups: int = 1,
+    summed: bool = False,
 ) -> tuple[jax.Array, dict]:
-    """Mean loss over predicted tokens for the model's family, and metrics.
+    """Mean loss over predicted tokens for the model's family (the sum with `summed`), and metrics.
 
     `causal_rows` is the number of leading causal-LM rows in a hybrid batch. Masked and
     hybrid models project only the predicted positions to the vocabulary: they are gathered
@@ -247,7 +248,7 @@ def compute_loss(
     loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
                                z_loss, chunk)
     loss = loss_sum / jnp.maximum(count, 1.0)
-    return loss, {"loss": loss, "predicted_tokens": count}
+    return loss_sum if summed else loss, {"loss": loss, "predicted_tokens": count}
 
 
 def _masked_inputs_and_targets(

@@ -72,7 +72,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, row_groups=groups,
+            deterministic=deterministic, row_groups=groups, summed=accum > 1,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -81,21 +81,26 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
         batch = reshape_rows({k: v for k, v in batch.items() if k != "words"}, length)
         rng = jax.random.fold_in(rng, state.step)
         if accum == 1:  # no loop: XLA optimises the step as one computation
-            (loss_sum, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
+            (loss, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
             predicted = aux["predicted_tokens"]
         else:
             # Micro-batch i takes rows i, i+accum, ...: every device keeps a share of each one.
+            # Summed losses and gradients, divided once by all predicted tokens: the mean over
+            # the whole batch, as one pass would give (not a mean of the micro-batches' means).
             micro_batches = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(-1, accum, *x.shape[1:]), 0, 1), batch)
 
             def accumulate(carry, xs):
-                grads_sum, loss_sum = carry
+                grads_sum, loss_sum, predicted = carry
                 micro, i = xs
                 (loss, aux), grads = grad_fn(state.params, micro, jax.random.fold_in(rng, i), state.step)
-                return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + loss), aux["predicted_tokens"]
+                return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + loss, predicted + aux["predicted_tokens"]), None
 
             zeros = jax.tree.map(jnp.zeros_like, state.params)
-            (grads, loss_sum), predicted = jax.lax.scan(accumulate, (zeros, 0.0), (micro_batches, jnp.arange(accum)))
-            grads = jax.tree.map(lambda g: g / accum, grads)
+            (grads, loss_sum, predicted), _ = jax.lax.scan(
+                accumulate, (zeros, jnp.float32(0.0), jnp.float32(0.0)), (micro_batches, jnp.arange(accum)))
+            count = jnp.maximum(predicted, 1.0)
+            grads = jax.tree.map(lambda g: g / count, grads)
+            loss = loss_sum / count
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
@@ -104,10 +109,10 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             ema = jax.tree.map(lambda e, p: d * e + (1.0 - d) * p, ema, params)
         new_state = TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
         return new_state, {
-            "loss": loss_sum / accum,
+            "loss": loss,
             "grad_norm": optax.tree.norm(grads),
             "learning_rate": schedule(state.step),
-            "predicted_tokens": jnp.sum(predicted),
+            "predicted_tokens": predicted,
         }
 
     return step_fn

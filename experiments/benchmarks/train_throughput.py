@@ -139,7 +139,9 @@ class Bench:
         c = self.model_config
         return (f"{self.path}: {c.family}, {self.num_params / 1e6:.2f}M params, d{c.d_model} x{c.num_layers}, "
                 f"{c.dtype}, scan={c.scan_layers}, remat={c.remat}; batch {self.config.train.batch_size} x "
-                f"{self.config.train.seq_len} tokens as rows of {self.length}; compile {self.compile_s:.1f}s")
+                f"{self.config.train.seq_len} tokens as rows of {self.length}"
+                + (f" in {self.config.train.grad_accum_steps} passes" if self.config.train.grad_accum_steps > 1 else "")
+                + f"; compile {self.compile_s:.1f}s")
 
 
 def memory_line(memory: Any) -> str:
