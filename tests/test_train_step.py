@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.model import objectives
-from babylm_jax.training import curricula, milestones, optim, trainer
+from babylm_jax.training import curricula, milestones, optim, run, trainer
 from babylm_jax.model.transformer import stack_layer_params, unstack_layer_params
 from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
@@ -54,6 +54,18 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     assert _max_diff(state1.params, state4.params) < 1e-3
     assert _max_diff(state1.params, _setup(tmp_path)[3].params) > 5e-3  # the step did move the params
 
+
+
+def test_hybrid_passes_too_small_for_a_causal_row_are_refused(tmp_path):
+    config = tiny_config(tmp_path, family="hybrid")  # 8 rows, a quarter of them causal
+    config.train.grad_accum_steps = 8
+    with pytest.raises(ValueError, match="hybrid_causal_share=0.25 of 1 rows a pass"):
+        run.checked_parts(config)
+    config.train.grad_accum_steps = 4  # 2 rows a pass: round(0.5) is 0 too
+    with pytest.raises(ValueError, match="rounds to no causal row"):
+        run.checked_parts(config)
+    config.train.grad_accum_steps = 2
+    run.checked_parts(config)
 
 def test_sequence_length_curriculum_splits_rows(tmp_path):
     config, model, optimizer, state = _setup(tmp_path, seq_len_curriculum=((0.0, 16), (0.5, 32)))

@@ -81,6 +81,15 @@ def checked_parts(
             f"config key train.batch_size={config.train.batch_size} must divide evenly over "
             f"{jax.process_count()} processes x train.grad_accum_steps={config.train.grad_accum_steps}"
         )
+    rows_per_pass = config.train.batch_size // config.train.grad_accum_steps
+    if config.model.family == "hybrid" and config.train.hybrid_causal_share > 0 and not round(
+            rows_per_pass * config.train.hybrid_causal_share):
+        raise ValueError(
+            f"config key train.hybrid_causal_share={config.train.hybrid_causal_share} of "
+            f"{rows_per_pass} rows a pass (train.batch_size={config.train.batch_size} / "
+            f"train.grad_accum_steps={config.train.grad_accum_steps}) rounds to no causal row: "
+            "use fewer passes, more rows or a larger share"
+        )
     optimizer = optim.make_optimizer(config.train)
     DataConfig.from_config(config.data)  # and the data keys
     return model, mesh, optimizer
