@@ -32,6 +32,20 @@ characters per piece of a 32k unigram vocabulary; the prepare step prints the ex
 count). 17,000 steps x 128 x 512 tokens = 1.1B tokens ~ 10 epochs (the baselines report
 3, 10 and 20 epochs). Set num_steps = epochs x tokens / 65,536.
 
+What the CPU study (experiments/README.md, "Recipes that learn"; 1.6M-parameter models on
+2.7M words) carries over, and what it does not:
+- Learning rate: 1e-2 cost 4 points of ZhoBLiMP against 3e-3 at d 128 (0.560 / 0.603);
+  1e-3 tied 3e-3 there (0.605) with the lowest eval loss. Wider models want lower rates, so
+  this recipe keeps Pythia-14M's 1e-3 (batch 65,536 tokens) with 1,000 warmup steps (6%).
+- Tokens over size: at equal compute, more steps beat a wider model (d 192 on the same
+  steps: 0.576 against d 128's 0.603 at 1.8x the FLOPs), and ZhoBLiMP rose over the whole
+  2.2 passes of the 99-TFLOP run (0.575 at 1M words seen, 0.660 at 5.9M). At 102M words
+  this recipe's ~10 epochs (1.1B tokens) spends the budget on passes, not on width.
+- Seeds: ZhoBLiMP moved 1.3-1.4 points either way between two seeds at both CPU budgets,
+  so compare recipes on two or more seeds (--config.train.seed) or on the eval loss.
+- Not carried over: the tokenizer (above) and the exact step count (the CPU curve flattens
+  over its last 0.9M words; a 14M model on 102M words is far from that regime).
+
 Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
 (training/metrics.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
 MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000

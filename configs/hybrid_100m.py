@@ -16,6 +16,9 @@ rows of 128 tokens for the first 70% of steps, 256 until 90%, then 512 (a 512-to
 split into shorter rows, so tokens per step stay 256 x 512 = 131,072). One epoch is about
 130M tokens (16k vocabulary: ~1.2 characters per piece); 10,000 steps ~ 10 epochs. bf16
 compute, params f32, nn.scan over layers, and remat of everything but the weight matmuls.
+LAMB's 1e-2 is GPT-BERT's own: its layer-wise trust ratio scales each update, so the CPU
+study's AdamW finding (1e-2 worse than 3e-3 at d 128) does not carry over; its other lessons
+(tokens over size, two seeds per comparison) do: configs/causal_14m.py.
 
 Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687 at 128)
 for training, by training/metrics.py's convention (remat recomputation not counted).

@@ -13,6 +13,8 @@ BERT head transform: 13.2M parameters, the size of the official babylm-chinese-b
 baseline. BERT's recipe: 15% of tokens predicted (80/10/10 corruption), rows of 128 tokens
 for the first 90% of steps, then 512 (the 512-token rows are split into four 128-token
 rows, so tokens per step stay 65,536); 17,000 steps ~ 10 epochs.
+What the CPU study carries over (learning rate, tokens over size, two seeds per
+comparison): configs/causal_14m.py.
 
 Throughput (an estimate; no GPU run yet): 81.4 MFLOP per token at length 128, 88.5 at 512
 (bidirectional attention, logits at every position); at an assumed ~10% MFU on an
