@@ -11,7 +11,7 @@ Only the predicted positions are projected to the vocabulary, so a step is faste
 base.py's (experiments/benchmarks/train_throughput.py, `mlm_over_causal_tokens` and
 `hybrid_over_causal_tokens`: 1.17 and 1.43 on the shared CPU, 2026-12-01; figures and their
 conditions in experiments/README.md). XLA's memory analysis of the step: 19 MB of state,
-179 MB of temporaries.
+138 MB of temporaries (179 MB before issue 17's part 2).
 """
 import pathlib
 

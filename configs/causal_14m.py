@@ -51,9 +51,8 @@ Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
 MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000
 steps. Memory (measured: XLA's memory analysis of this step compiled for CPU,
 `python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py`):
-0.15 GB of train state and 17 GB of temporaries, mostly the float32 [rows, 512, 32768]
-logits and their gradient; hence 2 micro-batches per step (34 GB with
---config.train.grad_accum_steps=1, which an 80 GB GPU holds).
+0.15 GB of train state and 7.9 GB of temporaries with 2 micro-batches per step
+(2026-12-01, main at b9f8a57; 9.9 GB before the written-out attention and SwiGLU gradients).
 """
 import pathlib
 

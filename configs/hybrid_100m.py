@@ -27,10 +27,11 @@ step and ~50 minutes for 10,000 steps. Measure it with
 experiments/benchmarks/h200_hybrid_100m.sh (under 5 minutes). Memory (measured: XLA's
 memory analysis of this step compiled for CPU, `python experiments/benchmarks/train_throughput.py
 --memory_only --configs configs/hybrid_100m.py --lengths 128 512`): 1.7 GB of train state
-(f32 params, LAMB moments, EMA) and 40 GB of temporaries at either length with 2
-micro-batches of 128 rows per step, so it fits an 80 GB H100; an H200 (141 GB) also holds
---config.train.grad_accum_steps=1 (80 GB of temporaries). model.remat="full" would need
-30 GB at one micro-batch but recomputes every matmul.
+(f32 params, LAMB moments, EMA) and 37 GB of temporaries at length 512 with 2
+micro-batches of 128 rows per step (2026-12-01, main at b9f8a57; 40 GB before the
+written-out attention and SwiGLU gradients), so it fits an 80 GB H100; an H200 (141 GB) also
+holds --config.train.grad_accum_steps=1 (80 GB of temporaries, measured before them).
+model.remat="full" would need 30 GB at one micro-batch but recomputes every matmul.
 """
 import pathlib
 
