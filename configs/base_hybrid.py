@@ -10,7 +10,8 @@ and with MNTP pseudo-log-likelihood.
 
 Only the predicted positions are projected to the vocabulary, so a step is faster than
 base.py's (experiments/benchmarks/train_throughput.py, `mlm_over_causal_tokens` and
-`hybrid_over_causal_tokens`: 1.17 and 1.43 on the shared CPU, 2026-12-01; figures and their
+`hybrid_over_causal_tokens`: 1.12 and 1.07 on the shared CPU at load 2-3, 2026-12-01, after
+issue 17's part 2 sped up base.py's step more; 1.17 and 1.43 before; figures and their
 conditions in experiments/README.md). XLA's memory analysis of the step: 19 MB of state,
 139 MB of temporaries (179 MB before issue 17's part 2).
 """
