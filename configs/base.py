@@ -6,7 +6,8 @@
 The recipe study's best row within 100 TFLOP (experiments/README.md, "Recipes that learn"):
 characters as tokens, 4 layers of d 128 (1.6M parameters), 4,800 steps of 16 x 128 tokens
 (9.8M tokens, 5.9M jieba words seen, about 2.2 passes over the 2.69M-word corpus; 99.4 TFLOP
-at 10.1 MFLOP a token). Full ZhoBLiMP 0.660 (the character 4-gram floor: 0.609). 22 minutes
+at 10.1 MFLOP a token). Full ZhoBLiMP 0.649 on main with the faster step, 0.660 / 0.635 for seeds 0 / 1 before it
+(mean of the three 0.648; the character 4-gram floor: 0.609). 22 minutes
 on this project's 2-core machine at load ~2 (2026-12-01), preparing the corpus included,
 before issue 17's part 2 made the step 1.17-1.22x faster (same-process ratio under load;
 experiments/README.md, "Training throughput and MFU").
