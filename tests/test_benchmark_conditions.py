@@ -1,18 +1,11 @@
 """experiments/benchmarks/conditions.py: hosts sharing a model name but not a microarchitecture get their own peaks."""
-import importlib.util
-import pathlib
-
 import pytest
-
-CONDITIONS = pathlib.Path(__file__).parents[1] / "experiments" / "benchmarks" / "conditions.py"
+from fixtures.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def conditions():
-    spec = importlib.util.spec_from_file_location("conditions", CONDITIONS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/benchmarks/conditions.py")
 
 
 def _cpuinfo(family: int, model: int) -> str:

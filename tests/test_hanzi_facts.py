@@ -134,13 +134,10 @@ def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
 
 
 def test_probe_wording_never_occurs_in_the_facts(lexicon, tmp_path):
-    import importlib.util
-    import pathlib
+    from fixtures.scripts import ROOT, load_script
 
-    probe_dir = pathlib.Path(__file__).parents[1] / "experiments" / "hanzi_probe"
-    spec = importlib.util.spec_from_file_location("make_probe", probe_dir / "make_probe.py")
-    make_probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_probe)
+    probe_dir = ROOT / "experiments" / "hanzi_probe"
+    make_probe = load_script("experiments/hanzi_probe/make_probe.py")
     rows = [json.loads(line) for path in sorted(probe_dir.glob("hanzi_*/*.jsonl")) for line in path.read_text().splitlines()]
     assert len(rows) >= 400 and all(any(m in r["sentence_good"] for m in make_probe.PROBE_MARKERS) for r in rows)
     infos = hanzi_facts.select_characters(lexicon, "300", None)

@@ -1,18 +1,11 @@
 """experiments/recipe_study.py: every row fits the compute budget and means the same whatever base.py's defaults."""
-import importlib.util
-import pathlib
-
 import pytest
-
-STUDY = pathlib.Path(__file__).parents[1] / "experiments" / "recipe_study.py"
+from fixtures.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("recipe_study", STUDY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/recipe_study.py")
 
 
 def test_every_row_names_its_tokenizer_and_fits_the_budget(study):
