@@ -31,8 +31,10 @@ setup(
         "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
-        "test": ["pytest>=8.0", "scikit-learn>=1.4", *HANZI],
+        "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", *HANZI],
         "hanzi": HANZI,
+        "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
+        "wandb": ["wandb>=0.18"],  # train.writers "wandb"
         "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
     },
 )

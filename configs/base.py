@@ -106,6 +106,18 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)
     config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
     config.train.allow_schedule_change = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
+    # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e
+    # ".[tensorboard]"; then `tensorboard --logdir runs/`) and/or "wandb" (".[wandb]").
+    config.train.writers = ("jsonl",)
+    config.train.tensorboard = ml_collections.ConfigDict()
+    config.train.tensorboard.logdir = ""  # "" = <workdir>/tensorboard (a folder of this run's own)
+    config.train.wandb = ml_collections.ConfigDict()
+    config.train.wandb.project = "babylm_jax"
+    config.train.wandb.entity = ""  # "" = your default entity
+    config.train.wandb.name = ""  # "" = the workdir's name
+    config.train.wandb.group = ""
+    config.train.wandb.tags = ()
+    config.train.wandb.mode = "online"  # "online", "offline" (sync later: wandb sync) or "disabled"
 
     config.checkpoint = ml_collections.ConfigDict()
     config.checkpoint.every_steps = 100

@@ -18,7 +18,7 @@ from babylm_jax.data.pipeline import TrainData, build_train_data
 from babylm_jax.data.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import optim, sharding
+from babylm_jax.training import optim, sharding, writers
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
 from babylm_jax.training.state import TrainState, build_model, sharded_init
@@ -91,6 +91,7 @@ def checked_parts(
             "use fewer passes, more rows or a larger share"
         )
     optimizer = optim.make_optimizer(config.train)
+    writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
     DataConfig.from_config(config.data)  # and the data keys
     return model, mesh, optimizer
 

@@ -29,7 +29,7 @@ from babylm_jax.atomic import atomic_write_json
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
-from babylm_jax.training import optim, sharding
+from babylm_jax.training import optim, sharding, writers
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
@@ -203,7 +203,8 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             print(f"{run.workdir} is already at step {run.start_step}; nothing to train (to go on, raise "
                   "train.num_steps with train.allow_schedule_change=True)")
         return {"steps": run.start_step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen}
-    writer = metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main)
+    writer = writers.open_writers(metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main), run.workdir, config,
+                                  run.start_step)
     logger = metrics_lib.StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
     evaluator = RunEvaluator(run, writer)
@@ -241,9 +242,13 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         logger.flush()
         progress.close()
         run.checkpointer.wait()
+    except BaseException:
+        writer.close()
+        raise
     finally:  # also after an error (a NaN loss): pending saves finish, orbax's threads end quietly
         run.checkpointer.close()
     if stopped_at is not None:
+        writer.close()
         raise stop.stopped(
             f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
             f"{os.path.join(run.workdir, 'checkpoints', str(stopped_at))}: run the same command to resume"
@@ -251,16 +256,27 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start)
     if run.is_main:
         atomic_write_json(os.path.join(run.workdir, "summary.json"), summary)
+        writer.summary({"summary": summary, "budget": _budget(run.workdir)})
         metrics_lib.plot_learning_curves(run.workdir)
         print(format_summary(summary))
         print(format_outputs(run.workdir))
+    writer.close()
     return summary
+
+
+def _budget(workdir: str) -> dict:
+    """budget.json of the run (prepare writes it), or {} when there is none."""
+    path = os.path.join(workdir, "budget.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 class RunEvaluator:
     """Eval loss on the held-out batches and, when `train.eval_tasks` asks, task scores."""
 
-    def __init__(self, run: Run, writer: metrics_lib.MetricsWriter):
+    def __init__(self, run: Run, writer: writers.RunWriters):
         self.run, self.writer = run, writer
         self.eval_step = jax.jit(make_eval_step(run.config, run.model, run.masking))
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]

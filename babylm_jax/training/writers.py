@@ -1,0 +1,223 @@
+"""Where a run's numbers go: metrics.jsonl always, TensorBoard and Weights & Biases when asked.
+
+    --config.train.writers='("jsonl", "tensorboard", "wandb")'
+
+Every scalar of a metrics.jsonl record (loss, eval loss, learning rate, tokens/s, MFU, words
+seen, `task/<name>`, ...) goes to each writer under the same name at the same step; the
+resolved config goes to each as hyperparameters, budget.json and summary.json as the run
+summary. A resumed run continues the same TensorBoard folder (`<workdir>/tensorboard`, events
+after the resumed step dropped as metrics.jsonl drops its records) and the same W&B run (its
+id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again). Only process
+0 writes. A writer whose package is missing is refused before any work, naming the extra.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import secrets
+import time
+from typing import Any, Mapping, Protocol, Sequence
+
+import ml_collections
+
+from babylm_jax.atomic import atomic_write, atomic_write_json
+
+WRITERS = ("jsonl", "tensorboard", "wandb")
+EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # writer -> its package and setup.py extra
+WANDB_MODES = ("online", "offline", "disabled")
+TENSORBOARD_DIR = "tensorboard"
+WANDB_RUN_FILE = "wandb_run.json"
+
+
+def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """`train.writers` checked (known names, packages installed, W&B mode), "jsonl" first."""
+    names = train.get("writers", ("jsonl",))
+    if isinstance(names, str):
+        names = tuple(n.strip() for n in names.split(",") if n.strip())
+    for name in names:
+        if name not in WRITERS:
+            raise ValueError(f"config key train.writers: unknown writer {name!r} (choose from {', '.join(WRITERS)})")
+        if name in EXTRAS and importlib.util.find_spec(EXTRAS[name]) is None:
+            raise ImportError(f"config key train.writers: {name!r} needs the {EXTRAS[name]} package; "
+                              f"install it with: pip install -e \".[{EXTRAS[name]}]\"")
+    if "wandb" in names and train.wandb.mode not in WANDB_MODES:
+        raise ValueError(f"config key train.wandb.mode={train.wandb.mode!r}: choose from {', '.join(WANDB_MODES)}")
+    return ("jsonl", *[n for n in dict.fromkeys(names) if n != "jsonl"])
+
+
+def scalars_of(record: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a metrics record, by name, without its step (strings and flags left out)."""
+    return {k: float(v) for k, v in record.items()
+            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as {"a.b.c": value}, values JSON scalars (sequences as their JSON text)."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flat_config(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(value, ensure_ascii=False)
+        else:
+            flat[name] = value
+    return flat
+
+
+class Writer(Protocol):
+    def scalars(self, step: int, values: Mapping[str, float]) -> None: ...
+    def summary(self, values: Mapping[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
+
+class TensorBoardWriter:
+    """Event files in `logdir`; on resume, events after `start_step` are dropped first."""
+
+    def __init__(self, logdir: str, start_step: int, config: Mapping[str, Any]):
+        from tensorboard.plugins.hparams import summary_v2 as hparams
+        from tensorboard.plugins.text import summary_v2 as text
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        os.makedirs(logdir, exist_ok=True)
+        trim_events(logdir, start_step)
+        self._text = text
+        self._events = EventFileWriter(logdir)
+        if start_step == 0:
+            values = {k: v for k, v in flat_config(config).items() if isinstance(v, (bool, int, float, str))}
+            self._add(hparams.hparams_pb(values, trial_id=os.path.basename(os.path.dirname(logdir))), 0)
+            self._add(text.text_pb("config", _markdown_json(config)), 0)
+
+    def _add(self, summary: Any, step: int) -> None:
+        from tensorboard.compat.proto import event_pb2
+
+        self._events.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+
+    def scalars(self, step: int, values: Mapping[str, float]) -> None:
+        from tensorboard.compat.proto import summary_pb2
+
+        self._add(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=k, simple_value=v)
+                                             for k, v in values.items()]), step)
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            self._add(self._text.text_pb(name, _markdown_json(value)), 0)
+
+    def close(self) -> None:
+        self._events.close()
+
+
+def _markdown_json(value: Any) -> str:
+    """JSON as a Markdown code block (TensorBoard's text plugin renders Markdown)."""
+    return "```\n" + json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n```"
+
+
+def trim_events(logdir: str, last_step: int) -> None:
+    """Rewrites each event file in `logdir` without the events of steps after `last_step`."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    for leftover in pathlib.Path(logdir).glob(".events.out.tfevents.*"):  # a rewrite that was interrupted
+        leftover.unlink()
+    for path in sorted(pathlib.Path(logdir).glob("events.out.tfevents.*")):
+        records = list(RawEventFileLoader(str(path)).Load())
+        kept = [r for r in records if event_pb2.Event.FromString(r).step <= last_step]
+        if len(kept) < len(records):
+            def write(temp: str, kept: list[bytes] = kept) -> None:
+                with open(temp, "wb") as f:
+                    writer = RecordWriter(f)
+                    for record in kept:
+                        writer.write(record)
+            atomic_write(path, write)
+
+
+class WandbWriter:
+    """One W&B run per workdir; its id and the last step it holds live in `wandb_run.json`."""
+
+    def __init__(self, workdir: str, settings: ml_collections.ConfigDict, config: Mapping[str, Any]):
+        import wandb
+
+        self._state_path = os.path.join(workdir, WANDB_RUN_FILE)
+        state = _read_state(self._state_path) or {"id": secrets.token_hex(6), "step": -1, "keys": []}
+        self._held_step, self._held_keys = state["step"], set(state["keys"])  # what W&B had when we started
+        self._state = state
+        self._run = wandb.init(
+            project=settings.project, entity=settings.entity or None, name=settings.name or os.path.basename(workdir),
+            group=settings.get("group") or None, tags=list(settings.tags), mode=settings.mode, id=state["id"],
+            resume="allow", dir=workdir, config=flat_config(config),
+        )
+        atomic_write_json(self._state_path, state)
+
+    def scalars(self, step: int, values: Mapping[str, float]) -> None:
+        if step < self._held_step or (step == self._held_step and set(values) <= self._held_keys):
+            return  # logged before this run resumed: W&B holds it already
+        self._run.log(dict(values), step=step)
+        keys = set(values) | (set(self._state["keys"]) if step == self._state["step"] else set())
+        self._state = {"id": self._state["id"], "step": step, "keys": sorted(keys)}
+        atomic_write_json(self._state_path, self._state)
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        self._run.summary.update(flat_config(values))
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+def _read_state(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            state = json.load(f)
+        except ValueError:
+            raise ValueError(f"{path} is not valid JSON; delete it to start a new W&B run") from None
+    if not (isinstance(state, dict) and isinstance(state.get("id"), str)):
+        raise ValueError(f"{path} has no W&B run id; delete it to start a new W&B run")
+    return {"id": state["id"], "step": int(state.get("step", -1)), "keys": list(state.get("keys", []))}
+
+
+class RunWriters:
+    """Sends each metrics record to metrics.jsonl (through `jsonl`) and to every other writer."""
+
+    def __init__(self, jsonl: Any, others: Sequence[Writer]):
+        self.jsonl, self.others = jsonl, list(others)
+        self._sent: tuple[int, dict[str, float]] = (-1, {})  # the last step's values, sent once each
+
+    @property
+    def enabled(self) -> bool:
+        return self.jsonl.enabled
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self.jsonl.write(dict(record))
+        step, sent = int(record["step"]), self._sent[1] if self._sent[0] == record["step"] else {}
+        values = {k: v for k, v in scalars_of(record).items() if sent.get(k) != v}  # eval records repeat words_seen
+        self._sent = (step, {**sent, **values})
+        for writer in self.others:
+            writer.scalars(step, values)
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        for writer in self.others:
+            writer.summary(values)
+
+    def close(self) -> None:
+        for writer in self.others:
+            writer.close()
+        self.others = []
+
+
+def open_writers(jsonl: Any, workdir: str, config: ml_collections.ConfigDict, start_step: int) -> RunWriters:
+    """The writers `train.writers` names, opened for the run in `workdir` (none but jsonl's off process 0)."""
+    names = chosen_writers(config.train)
+    if not jsonl.enabled:
+        return RunWriters(jsonl, [])
+    resolved = json.loads(config.to_json_best_effort())
+    others: list[Writer] = []
+    if "tensorboard" in names:
+        logdir = config.train.tensorboard.logdir or os.path.join(workdir, TENSORBOARD_DIR)
+        others.append(TensorBoardWriter(logdir, start_step, resolved))
+    if "wandb" in names:
+        others.append(WandbWriter(workdir, config.train.wandb, resolved))
+    return RunWriters(jsonl, others)

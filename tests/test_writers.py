@@ -1,0 +1,130 @@
+"""TensorBoard and W&B writers: the same scalars as metrics.jsonl, resumed without repeats."""
+import importlib.util
+import json
+import pathlib
+import shutil
+
+import pytest
+from conftest import tiny_config
+from fixtures import wandb_log
+from fixtures.cli import user_error
+
+from babylm_jax import train
+from babylm_jax.training import trainer, writers
+
+pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
+pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")
+
+
+def jsonl_scalars(workdir: pathlib.Path) -> dict[tuple[str, int], float]:
+    """(name, step) -> value of every number metrics.jsonl holds."""
+    found = {}
+    for line in (workdir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for name, value in writers.scalars_of(record).items():
+            found[(name, record["step"])] = value
+    return found
+
+
+def tensorboard_scalars(logdir: pathlib.Path) -> dict[tuple[str, int], list[float]]:
+    """(tag, step) -> every value TensorBoard's own reader finds there."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    events.Reload()
+    found = {}
+    for tag in events.Tags()["scalars"]:
+        for event in events.Scalars(tag):
+            found.setdefault((tag, event.step), []).append(event.value)
+    return found
+
+
+def wandb_scalars(workdir: pathlib.Path) -> tuple[dict[tuple[str, int], list[float]], set[str]]:
+    """(key, step) -> every value the offline W&B run files hold, and the run ids of those files."""
+    found, ids = {}, set()
+    for path in sorted(workdir.glob("wandb/offline-run-*/run-*.wandb")):
+        ids.add(path.stem[len("run-"):])
+        for row in wandb_log.history(path):
+            for key, value in row.items():
+                if not key.startswith("_"):
+                    found.setdefault((key, row["_step"]), []).append(value)
+    return found, ids
+
+
+def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny_corpus_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = tiny_config(tiny_corpus_dir)
+    config.train.writers = ("jsonl", "tensorboard", "wandb")
+    config.train.wandb.mode = "offline"
+    trainer.train_and_evaluate(config, str(tmp_path))
+    # A run killed after logging step 30 but before its checkpoint: resume from step 20 re-trains 21..30.
+    shutil.rmtree(tmp_path / "checkpoints" / "30")
+    (tmp_path / "summary.json").unlink()
+    trainer.train_and_evaluate(config, str(tmp_path))
+
+    expected = jsonl_scalars(tmp_path)
+    assert ("loss", 30) in expected and ("eval_loss", 30) in expected and ("tokens_per_s", 1) in expected
+    # TensorBoard's events after step 20 were rewritten by the resumed run, as metrics.jsonl's records;
+    # W&B keeps what it received first: the same losses (resume is exact), the first run's timings.
+    timing = {"tokens_per_s", "mfu"}
+    for found, same in ((tensorboard_scalars(tmp_path / "tensorboard"), lambda key: True),
+                        (wandb_scalars(tmp_path)[0], lambda key: key[0] not in timing or key[1] <= 20)):
+        assert set(found) == set(expected)
+        assert all(len(values) == 1 for values in found.values()), "a step was written twice"
+        compared = {key for key in expected if same(key)}
+        assert {k: found[k][0] for k in compared} == pytest.approx({k: expected[k] for k in compared}, rel=1e-6)
+    assert len(wandb_scalars(tmp_path)[1]) == 1, "the resumed run must continue the same W&B run id"
+    state = json.loads((tmp_path / writers.WANDB_RUN_FILE).read_text())
+    assert state["step"] == 30
+
+
+def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
+    config.train.wandb.mode = "offline"
+    summary = trainer.train_and_evaluate(config, str(tmp_path))
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    texts = {tag: events.Tensors(tag)[0].tensor_proto.string_val[0].decode()
+             for tag in ("config", "summary", "budget")}
+    assert '"num_steps": 10' in texts["config"] and '"steps": 10' in texts["summary"]
+    assert json.loads((tmp_path / "budget.json").read_text()) == json.loads(texts["budget"].strip("`\n"))
+    hparams = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    assert b"train.num_steps" in hparams and b"model.d_model" in hparams
+
+    (path,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    records = wandb_log.records(path)
+    run_config = next(r.run.config for r in records if r.WhichOneof("record_type") == "run")
+    keys = {item.key: json.loads(item.value_json) for item in run_config.update}
+    assert keys["train.num_steps"] == 10 and keys["model.family"] == "causal"
+    summaries = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                 for r in records if r.WhichOneof("record_type") == "summary" for item in r.summary.update}
+    assert summaries["summary.steps"] == 10
+    assert summaries["summary.final_eval_loss"] == pytest.approx(summary["final_eval_loss"])
+
+
+def test_unknown_writer_and_missing_package_are_one_line(capsys, tmp_path, monkeypatch):
+    argv = ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}"]
+    line = user_error(capsys, train, [*argv, "--config.train.writers=('jsonl', 'mlflow')"])
+    assert "train.writers: unknown writer 'mlflow'" in line and "tensorboard" in line
+    line = user_error(capsys, train, [*argv, "--config.train.writers=('wandb',)", "--config.train.wandb.mode=on"])
+    assert "train.wandb.mode='on'" in line
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name, *a))
+    line = user_error(capsys, train, [*argv, "--config.train.writers=('jsonl', 'wandb')"])
+    assert "needs the wandb package" in line and 'pip install -e ".[wandb]"' in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_trimmed_events_keep_earlier_steps_only(tmp_path):
+    writer = writers.TensorBoardWriter(str(tmp_path), 0, {"train": {"num_steps": 5}})
+    for step in range(1, 6):
+        writer.scalars(step, {"loss": float(step)})
+    writer.close()
+    writers.trim_events(str(tmp_path), 3)
+    assert tensorboard_scalars(tmp_path) == {("loss", s): [float(s)] for s in (1, 2, 3)}
