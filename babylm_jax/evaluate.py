@@ -14,7 +14,8 @@ written beside results.json.
 
 compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.json).
 
-`--tasks all` runs every
+`--config.log_to_run=True` also logs the results to the run's TensorBoard folder and W&B run
+(`train.writers`; `eval.run_log`). `--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
 status 2 (`babylm_jax.cli`).
@@ -34,6 +35,7 @@ from babylm_jax.data import layout
 from babylm_jax.eval import finetune_config, milestone_curves
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
+from babylm_jax.eval.run_log import RunLog
 from babylm_jax.eval import tasks as tasks_lib
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings
 from babylm_jax.loaded import LoadedModel
@@ -160,9 +162,10 @@ def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
     return steps
 
 
-def evaluate_milestones(steps: Sequence[int], run_step: Callable, output: pathlib.Path) -> dict[str, pathlib.Path]:
+def evaluate_milestones(steps: Sequence[int], run_step: Callable, output: pathlib.Path,
+                        run_log: RunLog | None = None) -> dict[str, pathlib.Path]:
     """Runs `run_step(step, output_of_step)` for each step (results in `step_<N>/` beside `output`),
-    then writes the curves and a table across the steps beside `output`."""
+    then writes the curves and a table across the steps beside `output` (and to `run_log`)."""
     rows = []
     for step in steps:
         print(f"[evaluate] milestone checkpoint {step} ({len(rows) + 1} of {len(steps)})", flush=True)
@@ -170,6 +173,8 @@ def evaluate_milestones(steps: Sequence[int], run_step: Callable, output: pathli
         rows.append({"step": step, "words_seen": float(loaded.words_seen),
                      **{name: r.values[tasks_lib.get_task(name).metric] for name, r in results.items()}})
     paths = milestone_curves.write_milestone_curves(rows, output.parent)
+    if run_log is not None:
+        run_log.milestones(rows)
     print(paths["md"].read_text())
     print(f"[evaluate] wrote {', '.join(str(p) for p in paths.values())}")
     return paths
@@ -208,16 +213,25 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    from babylm_jax.training.checkpoint import load_for_eval  # the heavy import, after the cheap checks
+    from babylm_jax.training.checkpoint import load_config, load_for_eval  # the heavy import, after the cheap checks
+
+    run_log = RunLog(workdir, load_config(str(workdir))) if settings.log_to_run else None
+    metrics = {spec.name: spec.metric for spec in specs}
 
     def run_step(step: int | None, step_output: pathlib.Path) -> tuple[LoadedModel, dict, dict]:
         loaded = load_for_eval(workdir, step=step, use_ema=_CHECKPOINT.ema())
         results, written = evaluate_checkpoint(loaded, workdir, data_dir, specs, skipped, settings, step_output)
+        if run_log is not None:
+            run_log.checkpoint(int(loaded.step), float(loaded.words_seen), results, metrics)
         return loaded, results, written
 
-    if _MILESTONES.value:
-        return evaluate_milestones(chosen_milestones(workdir, _MILESTONES.value), run_step, output)
-    return run_step(_CHECKPOINT.step.value, output)[2]
+    try:
+        if _MILESTONES.value:
+            return evaluate_milestones(chosen_milestones(workdir, _MILESTONES.value), run_step, output, run_log)
+        return run_step(_CHECKPOINT.step.value, output)[2]
+    finally:
+        if run_log is not None:
+            run_log.close()
 
 
 if __name__ == "__main__":

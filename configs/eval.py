@@ -20,6 +20,10 @@ from babylm_jax.eval.clue import TASK_NAMES as FINETUNE_TASKS
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
 
+    # True: the results also go to the run's TensorBoard folder and W&B run (train.writers), as
+    # curves against the checkpoint step (and, with --milestones, against words seen).
+    config.log_to_run = False
+
     # Minimal pairs (zhoblimp, xcomps_zh, hanzi_*): sentence log-likelihood kernels.
     config.scoring = ml_collections.ConfigDict()
     config.scoring.batch_size = 256  # rows per scoring batch: 8192 tokens at row_len 32

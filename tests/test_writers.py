@@ -9,7 +9,7 @@ from conftest import tiny_config
 from fixtures import wandb_log
 from fixtures.cli import user_error
 
-from babylm_jax import train
+from babylm_jax import evaluate, train
 from babylm_jax.training import trainer, writers
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
@@ -128,3 +128,53 @@ def test_trimmed_events_keep_earlier_steps_only(tmp_path):
     writer.close()
     writers.trim_events(str(tmp_path), 3)
     assert tensorboard_scalars(tmp_path) == {("loss", s): [float(s)] for s in (1, 2, 3)}
+
+
+def test_evaluate_logs_results_fine_tuning_epochs_and_milestones_to_the_run(tiny_corpus_dir, tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    fixtures = pathlib.Path(__file__).parent / "fixtures"
+    data = tmp_path / "data"
+    shutil.copytree(fixtures / "minimal_pairs" / "zhoblimp", data / "zhoblimp")
+    shutil.copytree(fixtures / "clue" / "afqmc", data / "afqmc")
+    run = tmp_path / "run"
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
+    config.train.wandb.mode = "offline"
+    config.checkpoint.update(word_milestones=True, milestone_unit=600)
+    trainer.train_and_evaluate(config, str(run))
+    common = [f"--workdir={run}", f"--data_dir={data}", "--config.log_to_run=True", "--config.scoring.batch_size=8"]
+    evaluate.main(["evaluate", *common, "--tasks=zhoblimp,afqmc", "--limit=8", "--config.finetune.epochs=2",
+                   "--config.finetune.max_len=64", "--config.finetune.batch_size=8"])
+    evaluate.main(["evaluate", *common, "--tasks=zhoblimp", "--milestones=all", f"--output={tmp_path / 'm' / 'r.json'}"])
+
+    details = json.loads((run / "eval" / "results_details.json").read_text())["tasks"]
+    milestones = json.loads((tmp_path / "m" / "milestone_curves.json").read_text())
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    scalars = {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+    zhoblimp = json.loads((run / "eval" / "results.json").read_text())["zhoblimp"]["accuracy"]
+    assert scalars["eval/zhoblimp"][10] == pytest.approx(zhoblimp)
+    assert list(scalars["finetune/afqmc/step_10/dev_accuracy"].values()) == pytest.approx(
+        details["afqmc"]["dev_accuracy_per_epoch"])
+    rows = milestones
+    assert len(rows) >= 2
+    assert {int(r["words_seen"]): r["zhoblimp"] for r in rows} == pytest.approx(scalars["milestone/zhoblimp"])
+
+    logged = [row for path in sorted(run.glob("wandb/offline-run-*/run-*.wandb")) for row in wandb_log.history(path)]
+    assert [r["eval/zhoblimp"] for r in logged if "eval/zhoblimp" in r][0] == pytest.approx(zhoblimp)
+    assert [r["milestone/zhoblimp"] for r in logged if "milestone/zhoblimp" in r] == pytest.approx(
+        [r["zhoblimp"] for r in rows])
+    assert len({p.stem for p in run.glob("wandb/offline-run-*/run-*.wandb")}) == 1
+
+
+def test_log_to_run_without_writers_is_refused_before_loading(capsys, tmp_path):
+    from fixtures.run import make_run
+
+    make_run(tmp_path / "run")
+    shutil.copytree(pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs" / "zhoblimp", tmp_path / "d" / "zhoblimp")
+    line = user_error(capsys, evaluate, ["evaluate", f"--workdir={tmp_path / 'run'}", f"--data_dir={tmp_path / 'd'}",
+                                         "--config.log_to_run=True"])
+    assert "train.writers=('jsonl',)" in line and "no TensorBoard folder or W&B run" in line
+    assert not (tmp_path / "run" / "eval").exists()

@@ -137,13 +137,16 @@ class EvalSettings:
     fmri: FmriSettings
     limit: int | None = None  # minimal pairs: the first N items; fine-tuning: N examples per split
     finetune_protocol: str = ""  # config key finetune.protocol: "", a protocol name or a config.yaml path
+    log_to_run: bool = False  # results also into the run's TensorBoard folder / W&B run (eval.run_log)
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, limit: int | None = None) -> "EvalSettings":
         """Builds and checks the settings; ValueError names the first bad config key."""
         if limit is not None and limit <= 0:
             raise ValueError(f"--limit={limit}: must be a positive number of items (or left out for all)")
-        sections = _sections(config, ("scoring", "finetune", "fmri"), "")
+        sections = _sections(config, ("scoring", "finetune", "fmri", "log_to_run"), "")
+        if not isinstance(sections["log_to_run"], bool):
+            raise ValueError(f"config key log_to_run={sections['log_to_run']!r}: must be True or False")
         fmri = _sections(sections["fmri"], ("layer", "word_fmri", "fmri"), "fmri.")
         if not isinstance(fmri["layer"], int):
             raise ValueError(f"config key fmri.layer={fmri['layer']!r}: must be an integer hidden-state index")
@@ -155,6 +158,7 @@ class EvalSettings:
             fmri=build(FmriSettings, _fmri_values(fmri["fmri"], "fmri.fmri."), "fmri.fmri."),
             limit=limit,
             finetune_protocol=str(sections["finetune"].get("protocol") or ""),
+            log_to_run=sections["log_to_run"],
         )
 
     def check_model(self, model: ModelConfig, tasks: Iterable[str]) -> None:

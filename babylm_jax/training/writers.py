@@ -69,23 +69,26 @@ def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 class Writer(Protocol):
     def scalars(self, step: int, values: Mapping[str, float]) -> None: ...
-    def summary(self, values: Mapping[str, Any]) -> None: ...
+    def curve(self, prefix: str, x_key: str, points: Sequence[Mapping[str, float]]) -> None: ...
+    def summary(self, values: Mapping[str, Any], step: int = 0) -> None: ...
     def close(self) -> None: ...
 
 
 class TensorBoardWriter:
-    """Event files in `logdir`; on resume, events after `start_step` are dropped first."""
+    """Event files in `logdir`. A run (re)starting at `trim_after` drops the events after that
+    step first; `config` (a new run's) is written as hyperparameters and text."""
 
-    def __init__(self, logdir: str, start_step: int, config: Mapping[str, Any]):
+    def __init__(self, logdir: str, trim_after: int | None, config: Mapping[str, Any] | None):
         from tensorboard.plugins.hparams import summary_v2 as hparams
         from tensorboard.plugins.text import summary_v2 as text
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         os.makedirs(logdir, exist_ok=True)
-        trim_events(logdir, start_step)
+        if trim_after is not None:
+            trim_events(logdir, trim_after)
         self._text = text
         self._events = EventFileWriter(logdir)
-        if start_step == 0:
+        if config is not None:
             values = {k: v for k, v in flat_config(config).items() if isinstance(v, (bool, int, float, str))}
             self._add(hparams.hparams_pb(values, trial_id=os.path.basename(os.path.dirname(logdir))), 0)
             self._add(text.text_pb("config", _markdown_json(config)), 0)
@@ -101,9 +104,14 @@ class TensorBoardWriter:
         self._add(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=k, simple_value=v)
                                              for k, v in values.items()]), step)
 
-    def summary(self, values: Mapping[str, Any]) -> None:
+    def curve(self, prefix: str, x_key: str, points: Sequence[Mapping[str, float]]) -> None:
+        """`<prefix>/<name>` against `x_key` (TensorBoard's step axis) for every other name."""
+        for point in points:
+            self.scalars(int(point[x_key]), {f"{prefix}/{k}": v for k, v in point.items() if k != x_key})
+
+    def summary(self, values: Mapping[str, Any], step: int = 0) -> None:
         for name, value in values.items():
-            self._add(self._text.text_pb(name, _markdown_json(value)), 0)
+            self._add(self._text.text_pb(name, _markdown_json(value)), step)
 
     def close(self) -> None:
         self._events.close()
@@ -137,7 +145,7 @@ def trim_events(logdir: str, last_step: int) -> None:
 class WandbWriter:
     """One W&B run per workdir; its id and the last step it holds live in `wandb_run.json`."""
 
-    def __init__(self, workdir: str, settings: ml_collections.ConfigDict, config: Mapping[str, Any]):
+    def __init__(self, workdir: str, settings: ml_collections.ConfigDict, config: Mapping[str, Any] | None):
         import wandb
 
         self._state_path = os.path.join(workdir, WANDB_RUN_FILE)
@@ -147,7 +155,7 @@ class WandbWriter:
         self._run = wandb.init(
             project=settings.project, entity=settings.entity or None, name=settings.name or os.path.basename(workdir),
             group=settings.get("group") or None, tags=list(settings.tags), mode=settings.mode, id=state["id"],
-            resume="allow", dir=workdir, config=flat_config(config),
+            resume="allow", dir=workdir, config=None if config is None else flat_config(config),
         )
         atomic_write_json(self._state_path, state)
 
@@ -159,7 +167,13 @@ class WandbWriter:
         self._state = {"id": self._state["id"], "step": step, "keys": sorted(keys)}
         atomic_write_json(self._state_path, self._state)
 
-    def summary(self, values: Mapping[str, Any]) -> None:
+    def curve(self, prefix: str, x_key: str, points: Sequence[Mapping[str, float]]) -> None:
+        """`<prefix>/<name>` charted against `<prefix>/<x_key>` (W&B steps only go forward)."""
+        self._run.define_metric(f"{prefix}/*", step_metric=f"{prefix}/{x_key}")
+        for point in points:
+            self._run.log({f"{prefix}/{k}": v for k, v in point.items()})
+
+    def summary(self, values: Mapping[str, Any], step: int = 0) -> None:
         self._run.summary.update(flat_config(values))
 
     def close(self) -> None:
@@ -217,7 +231,19 @@ def open_writers(jsonl: Any, workdir: str, config: ml_collections.ConfigDict, st
     others: list[Writer] = []
     if "tensorboard" in names:
         logdir = config.train.tensorboard.logdir or os.path.join(workdir, TENSORBOARD_DIR)
-        others.append(TensorBoardWriter(logdir, start_step, resolved))
+        others.append(TensorBoardWriter(logdir, start_step, resolved if start_step == 0 else None))
     if "wandb" in names:
         others.append(WandbWriter(workdir, config.train.wandb, resolved))
     return RunWriters(jsonl, others)
+
+
+def reopen_writers(workdir: str, config: ml_collections.ConfigDict) -> list[Writer]:
+    """The TensorBoard folder and W&B run of a finished run, to add to (nothing is trimmed)."""
+    names = chosen_writers(config.train)
+    found: list[Writer] = []
+    if "tensorboard" in names:
+        found.append(TensorBoardWriter(config.train.tensorboard.logdir or os.path.join(workdir, TENSORBOARD_DIR),
+                                       None, None))
+    if "wandb" in names:
+        found.append(WandbWriter(workdir, config.train.wandb, None))
+    return found
