@@ -17,7 +17,7 @@ compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.js
 `--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
-status 2 (`babylm_jax.cli`).
+status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ from typing import Any, Callable, Sequence
 from absl import flags
 from ml_collections import config_flags
 
-from babylm_jax import cli
-from babylm_jax.data import layout
+from babylm_jax.config import cli
+from babylm_jax.tasks import layout
 from babylm_jax.eval import finetune_config, milestone_curves
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
-from babylm_jax.eval import tasks as tasks_lib
+from babylm_jax.tasks import registry as tasks_lib
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.model.loaded import LoadedModel
 
 COMMAND = cli.Command("evaluate", __doc__)
 _CONFIG = COMMAND.config("config", str(DEFAULT_CONFIG), "Evaluation settings (ml_collections config file).")

@@ -10,7 +10,7 @@ trust_remote_code=True) and a README.md model card with the run's results.json i
 `--layer K` sets which hidden state AutoModel returns as last_hidden_state
 (0 = embeddings ... N = final output; negative counts from the end).
 Needs the export extra: pip install -e ".[export]". A user error is one line and exit
-status 2 (`babylm_jax.cli`).
+status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 from absl import flags
 
-from babylm_jax import cli
-from babylm_jax.data.jsonl import read_json
+from babylm_jax.config import cli
+from babylm_jax.core.jsonl import read_json
 
 RESULTS_FILES = ("eval/results.json", "results.json")  # looked up in the workdir, in this order
 

@@ -5,7 +5,7 @@ Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
 <workdir>/data, all resumable. With --data_dir, also writes <workdir>/leakage.json (which
 evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
 audit. `train` runs the same steps itself when the cache is missing. A user error is one line and
-exit status 2 (`babylm_jax.cli`).
+exit status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from typing import Sequence
 
 from absl import flags
 
-from babylm_jax import cli
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data import leakage, unk_audit
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.workdir import workdir_lock
+from babylm_jax.config import cli
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.tasks import leakage
+from babylm_jax.tasks import unk_audit
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.core.rundir import workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")

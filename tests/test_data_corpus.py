@@ -8,8 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from babylm_jax.data import builtin, corpus
-from babylm_jax.data.config import DataConfig
+from babylm_jax.corpus import builtin
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.config.data import DataConfig
 from fixtures.data import synthetic
 
 

@@ -6,8 +6,12 @@ import pytest
 
 pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
-from babylm_jax.data import hanzi_facts, hanzi_lexicon, leakage, prepare, words  # noqa: E402
-from babylm_jax.data.config import DataConfig  # noqa: E402
+from babylm_jax.tools import hanzi_facts
+from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.tasks import leakage
+from babylm_jax.corpus import prepare
+from babylm_jax.corpus import words  # noqa: E402
+from babylm_jax.config.data import DataConfig  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402
 
 

@@ -1,9 +1,10 @@
 """One home for the field names of the task files: every reader and the task registry agree with it."""
 import json
 
-from babylm_jax.data import leakage, task_formats
+from babylm_jax.tasks import leakage
+from babylm_jax.tasks import formats as task_formats
 from babylm_jax.eval import clue, minimal_pairs
-from babylm_jax.eval.tasks import TASKS
+from babylm_jax.tasks.registry import TASKS
 
 
 def test_hanzi_rows_read_in_either_shape(tmp_path):

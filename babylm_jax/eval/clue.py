@@ -33,12 +33,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
                                           PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
-from babylm_jax.data import layout
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.tasks import layout
+from babylm_jax.corpus.tokenizer import Tokenizer
 
 TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
 

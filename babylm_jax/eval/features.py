@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 MIN_BUCKET = 8

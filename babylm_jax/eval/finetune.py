@@ -31,14 +31,14 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from babylm_jax.eval import clue
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
-from babylm_jax.loaded import LoadedModel, Params
+from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.model.transformer import ModelConfig, Transformer, weight_decay_mask
 
 if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
+    from babylm_jax.tasks.registry import TaskSpec
 
 NEG_INF = -1e9  # score of a padded option slot
 

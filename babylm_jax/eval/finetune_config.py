@@ -25,7 +25,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
-from babylm_jax.atomic import atomic_write_text
+from babylm_jax.core.atomic import atomic_write_text
 
 OFFICIAL_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
 # config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing

@@ -56,10 +56,10 @@ from tqdm import tqdm
 from babylm_jax.eval import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FmriSettings, WordFmriSettings
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.model.loaded import LoadedModel
 
 if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
+    from babylm_jax.tasks.registry import TaskSpec
 
 
 def alphas(logspace: Sequence[float]) -> np.ndarray:

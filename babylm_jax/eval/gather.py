@@ -18,8 +18,8 @@ import math
 import pathlib
 from typing import Mapping, Sequence
 
-from babylm_jax.atomic import atomic_write_text
-from babylm_jax.eval import tasks as tasks_lib
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.tasks import registry as tasks_lib
 
 RESULTS_FILES = ("results.json", "eval/results.json")  # looked up in a RUN folder, in this order
 

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import PAIR_FORMATS, pair_fields
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.eval.settings import EvalSettings, ScoringSettings
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.model.loaded import LoadedModel
 
 if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
+    from babylm_jax.tasks.registry import TaskSpec
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
@@ -110,7 +110,7 @@ def pair_accuracy(
 
 def word_ids_for(tokenizer: Tokenizer, text: str, num_tokens: int) -> list[int]:
     """The jieba word index of each token of `text` (by the token's first character)."""
-    from babylm_jax.data.words import jieba_words
+    from babylm_jax.corpus.words import jieba_words
 
     ids, spans = tokenizer.encode_with_offsets(text)
     if len(ids) != num_tokens:

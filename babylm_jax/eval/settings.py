@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import ml_collections
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 from babylm_jax.eval import clue, cogbench, finetune_config, ridge
 from babylm_jax.model.transformer import ModelConfig
 

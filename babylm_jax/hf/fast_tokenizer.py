@@ -25,12 +25,12 @@ from typing import Any
 
 import sentencepiece as spm
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.tokenizer import SPECIAL_PIECES
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.corpus.tokenizer import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
 SPACE = "\u2581"
-SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.data.tokenizer fixes them
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokenizer fixes them
     f"{name}_token": (SPECIAL_PIECES[i], i) for name, i in SPECIAL_IDS.items()
 }
 

@@ -22,10 +22,10 @@ import orbax.checkpoint as ocp
 import tensorstore as ts
 from absl import logging
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data.jsonl import read_json
-from babylm_jax.data.tokenizer import load_tokenizer
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training.state import TrainState, abstract_state
 
 CONFIG_FILE = "config.json"

@@ -13,9 +13,9 @@ import ml_collections
 import optax
 from jax.experimental import multihost_utils
 
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.pipeline import TrainData, build_train_data
-from babylm_jax.data.prepare import prepare_corpus
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.pipeline import TrainData, build_train_data
+from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding

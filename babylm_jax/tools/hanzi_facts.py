@@ -1,6 +1,6 @@
 """Character facts as a training corpus: short Chinese sentences about how hanzi sound and are built.
 
-    python -m babylm_jax.data.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
+    python -m babylm_jax.tools.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
                                           [--words N | --share X [--budget B]] [--seed S]
 
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
@@ -27,9 +27,10 @@ from typing import Callable, Iterator, Sequence
 
 import tqdm
 
-from babylm_jax.atomic import atomic_dir
-from babylm_jax.data import hanzi_lexicon, words
-from babylm_jax.data.hanzi_lexicon import CharInfo, Lexicon
+from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.corpus import words
+from babylm_jax.tools.hanzi_lexicon import CharInfo, Lexicon
 
 OUTPUT_FILE = "hanzi_facts.jsonl"
 MANIFEST = "manifest.json"
@@ -340,7 +341,7 @@ def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m babylm_jax.data.hanzi_facts", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m babylm_jax.tools.hanzi_facts", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output directory (replaced atomically)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--characters", help="N most frequent GB 2312 hanzi (default 3500), or a file of characters")

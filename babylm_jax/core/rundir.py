@@ -17,7 +17,7 @@ import pathlib
 import shutil
 from typing import Iterator
 
-from babylm_jax.atomic import is_leftover
+from babylm_jax.core.atomic import is_leftover
 
 LOCK_FILE = ".lock"
 

@@ -15,12 +15,12 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING, Callable
 
-from babylm_jax.data import layout
+from babylm_jax.tasks import layout
 from babylm_jax.eval.results import TaskResult
 
 if TYPE_CHECKING:
     from babylm_jax.eval.settings import EvalSettings
-    from babylm_jax.loaded import LoadedModel
+    from babylm_jax.model.loaded import LoadedModel
 
 TRACKS = ("zero_shot", "finetune", "fmri")
 Runner = Callable[["TaskSpec", "LoadedModel", pathlib.Path, "EvalSettings"], TaskResult]

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from babylm_jax.atomic import atomic_write_bytes
-from babylm_jax.data.jsonl import read_json
-from babylm_jax.progress import elapsed
+from babylm_jax.core.atomic import atomic_write_bytes
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.progress import elapsed
 
 if TYPE_CHECKING:
-    from babylm_jax.data.config import TokenizerConfig
+    from babylm_jax.config.data import TokenizerConfig
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")

@@ -1,6 +1,6 @@
 """Synthetic CogBench data in the official layout, with a planted signal and a known ceiling.
 
-    python -m babylm_jax.eval.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
+    python -m babylm_jax.tools.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
 
 writes `DIR/cogbench/` (score it with `python -m babylm_jax.evaluate ... --data_dir DIR
 --tasks word_fmri,fmri`) and `DIR/synth_truth.json`. Words and stories are real Chinese text:
@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 import scipy.io
 
-from babylm_jax.atomic import atomic_dir, atomic_write_text
+from babylm_jax.core.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
 from babylm_jax.eval.settings import default_settings
 
@@ -52,7 +52,7 @@ def corpus_sentences(count: int, min_words: int = 8, max_words: int = 40) -> lis
     """The first `count` built-in corpus lines of `min_words`..`max_words` jieba words (no spaces)."""
     import jieba
 
-    from babylm_jax.data.builtin import builtin_files, strip_pos_tags
+    from babylm_jax.corpus.builtin import builtin_files, strip_pos_tags
 
     jieba.setLogLevel(60)
     out = []

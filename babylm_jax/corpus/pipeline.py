@@ -18,13 +18,13 @@ from typing import Any
 import grain
 import numpy as np
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data import packing
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.counting import CorpusCache
-from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.data.token_cache import TokenCache
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.corpus import packing
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.counting import CorpusCache
+from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.corpus.token_cache import TokenCache
+from babylm_jax.corpus.tokenizer import Tokenizer
 
 EVAL_SPLIT_SEED = 20250101  # fixed: the held-out documents do not depend on train.seed
 

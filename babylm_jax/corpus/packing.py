@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from babylm_jax.data.token_cache import TokenCache
+    from babylm_jax.corpus.token_cache import TokenCache
 
 PACKINGS = ("concat", "first_fit")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from babylm_jax.data.tokenizer import BOS_ID, CLS_ID, EOS_ID, SEP_ID, SPECIAL_PIECES
+from babylm_jax.corpus.tokenizer import BOS_ID, CLS_ID, EOS_ID, SEP_ID, SPECIAL_PIECES
 
 FAMILIES = ("causal", "mlm", "hybrid")
 

@@ -15,14 +15,14 @@ import os
 import pathlib
 import shutil
 
-from babylm_jax.atomic import atomic_dir
-from babylm_jax.data import budget
-from babylm_jax.data.cache_keys import token_cache_key, tokenizer_key
-from babylm_jax.data.config import DataConfig, TokenizerConfig
-from babylm_jax.data.counting import CorpusCache, count_corpus
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.token_cache import TokenCache, tokenize_corpus
-from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
+from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.corpus import budget
+from babylm_jax.corpus.cache_keys import token_cache_key, tokenizer_key
+from babylm_jax.config.data import DataConfig, TokenizerConfig
+from babylm_jax.corpus.counting import CorpusCache, count_corpus
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.corpus.token_cache import TokenCache, tokenize_corpus
+from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
 
 
@@ -41,7 +41,7 @@ def line_filter_from_config(data_config: DataConfig):
     """The leakage line filter when `data.leakage.drop` is on, else None."""
     if not data_config.leakage.drop:
         return None
-    from babylm_jax.data import leakage
+    from babylm_jax.tasks import leakage
 
     return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, data_config.leakage.ngram, data_config.normalize)
 

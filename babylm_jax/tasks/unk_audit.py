@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pathlib
 
-from babylm_jax.data import layout
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import pair_fields, pair_format_of_folder
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.tasks import layout
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks.formats import pair_fields, pair_format_of_folder
+from babylm_jax.corpus.tokenizer import Tokenizer
 
 
 def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:

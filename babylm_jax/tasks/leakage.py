@@ -16,10 +16,11 @@ from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.data import corpus, layout
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import text_fields
-from babylm_jax.data.workers import chunks_by_chars
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.tasks import layout
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks.formats import text_fields
+from babylm_jax.core.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)

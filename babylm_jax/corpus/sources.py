@@ -26,10 +26,10 @@ import unicodedata
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from babylm_jax.data import builtin
+from babylm_jax.corpus import builtin
 
 if TYPE_CHECKING:
-    from babylm_jax.data.config import DataConfig
+    from babylm_jax.config.data import DataConfig
 
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet", ".arrow")
 TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line

@@ -12,9 +12,9 @@ import dataclasses
 import typing
 from typing import Any
 
-from babylm_jax.data.corpus import ON_BAD_LINE, TXT_DOCUMENTS, Normalizer
-from babylm_jax.data.packing import PACKINGS
-from babylm_jax.data.tokenizer import KINDS, REQUIRED_CHARACTERS
+from babylm_jax.corpus.sources import ON_BAD_LINE, TXT_DOCUMENTS, Normalizer
+from babylm_jax.corpus.packing import PACKINGS
+from babylm_jax.corpus.tokenizer import KINDS, REQUIRED_CHARACTERS
 
 
 @dataclasses.dataclass(frozen=True)
