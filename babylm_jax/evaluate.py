@@ -31,7 +31,7 @@ from ml_collections import config_flags
 
 from babylm_jax.config import cli
 from babylm_jax.tasks import layout
-from babylm_jax.eval import finetune_config, milestone_curves
+from babylm_jax.eval import finetune_config, milestone_curves, runner
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
 from babylm_jax.tasks import registry as tasks_lib
@@ -91,27 +91,6 @@ def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: st
     return finetune_config.write_config(path, used, backend=BACKENDS[family])
 
 
-def evaluate(
-    loaded: LoadedModel,
-    data_dir: str | pathlib.Path,
-    specs: Sequence[tasks_lib.TaskSpec],
-    settings: EvalSettings,
-) -> tuple[dict[str, results_lib.TaskResult], dict[str, Exception]]:
-    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error).
-
-    A task that fails does not stop the others; the caller writes what finished, then reports it.
-    """
-    results, failed = {}, {}
-    for spec in specs:
-        print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
-        try:
-            results[spec.name] = spec.run(loaded, data_dir, settings)
-        except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
-            print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
-            failed[spec.name] = error
-    return results, failed
-
-
 def evaluate_checkpoint(
     loaded: LoadedModel, workdir: pathlib.Path, data_dir: pathlib.Path, specs: Sequence[tasks_lib.TaskSpec],
     skipped: dict[str, str], settings: EvalSettings, output: pathlib.Path,
@@ -119,7 +98,7 @@ def evaluate_checkpoint(
     """Scores one loaded checkpoint and writes results.json (and the rest) at `output`; when a
     task failed, the finished ones are written first and the first failure is raised."""
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed = evaluate(loaded, data_dir, specs, settings)
+    results, failed = runner.evaluate(loaded, data_dir, specs, settings)
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
                             data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
                             config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))

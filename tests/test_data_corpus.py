@@ -11,6 +11,7 @@ import pytest
 from babylm_jax.corpus import builtin
 from babylm_jax.corpus import sources as corpus
 from babylm_jax.config.data import DataConfig
+from babylm_jax.core.text import Normalizer
 from fixtures.data import synthetic
 
 
@@ -49,7 +50,7 @@ def test_normalisation():
     text = "  繁體  中文\t測試 \r\n\n ＡＢＣ，１２３ "
     default = _data_config().normalize
     assert default(text) == "繁體 中文 測試\nＡＢＣ，１２３"
-    options = corpus.Normalizer(nfkc=True, to_simplified=True, clean_whitespace=True, drop_empty_lines=False)
+    options = Normalizer(nfkc=True, to_simplified=True, clean_whitespace=True, drop_empty_lines=False)
     assert options(text) == "繁体 中文 测试\n\nABC,123"
 
 

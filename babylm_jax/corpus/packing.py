@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from babylm_jax.config.data import PACKINGS
+
 if TYPE_CHECKING:
     from babylm_jax.corpus.token_cache import TokenCache
 
-PACKINGS = ("concat", "first_fit")
 
 
 @dataclasses.dataclass

@@ -4,10 +4,10 @@ Every task becomes a `ClueTask`: train and dev lists of `Example`s whose `choice
 text segments of each input row. A classification example has one row and a label in
 0..num_labels-1; a multiple-choice example has one row per option and the label is the
 index of the right option. `encode_split` turns them into token ids framed as the model
-family trains (`data.framing`), truncating over-long rows and counting them.
+family trains (`core.vocab`), truncating over-long rows and counting them.
 
 Files (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`; the field
-names live in data/task_formats.py:
+names live in tasks/formats.py:
 - afqmc: train.json / dev.json, `sentence1, sentence2, label ("0"/"1")`.
 - ocnli: train.json / dev.json, `sentence1, sentence2, label` (label "-" rows are dropped).
 - tnews: train.json / dev.json, `label (code 100..116), label_desc, sentence, keywords, id`.
@@ -17,7 +17,7 @@ names live in data/task_formats.py:
 - diagnostic_nli: the .json/.jsonl file(s) of the folder, `sentence1, sentence2, label,
   phenomenon`; trained on ocnli/train.json.
 
-In the official pipeline's layout (`data.layout`), afqmc, ocnli, tnews and cluewsc2020 are
+In the official pipeline's layout (`tasks.layout`), afqmc, ocnli, tnews and cluewsc2020 are
 read from `full_eval/clue/<task>.{train,valid}.jsonl` as its preparation writes them
 (`task_formats.PREPARED_FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
 already the integer id in the order below (ocnli 0 neutral, 1 entailment, 2 contradiction,
@@ -252,7 +252,7 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
 
 
 def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[list[int], bool]:
-    """Token ids of one row framed as the family trains (`data.framing`), and whether it had to be truncated.
+    """Token ids of one row framed as the family trains (`core.vocab`), and whether it had to be truncated.
 
     mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [eos] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment

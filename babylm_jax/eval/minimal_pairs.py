@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -21,10 +21,8 @@ from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.eval.settings import EvalSettings, ScoringSettings
+from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel
-
-if TYPE_CHECKING:
-    from babylm_jax.tasks.registry import TaskSpec
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
@@ -36,7 +34,7 @@ class Pair:
 
 
 def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | None = None) -> list[Pair]:
-    """Pairs from JSONL `files` in order (the first `limit` when given); fields as data/task_formats.py says.
+    """Pairs from JSONL `files` in order (the first `limit` when given); fields as tasks/formats.py says.
 
     Blank lines are skipped; a line that is not a JSON object, lacks a field, has an empty
     sentence or the same sentence twice raises ValueError naming the file and line. xcomps files without a UID field are one UID each

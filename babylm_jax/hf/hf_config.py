@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from babylm_jax.corpus.tokenizer import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from babylm_jax.model.transformer import FAMILIES, ModelConfig
 
 SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID, "mask": MASK_ID, "cls": CLS_ID, "sep": SEP_ID}

@@ -1,7 +1,7 @@
 """The field names of each evaluation task's files: one home for every reader.
 
 Read by the minimal-pair scorer (eval/minimal_pairs.py), the fine-tuning readers
-(eval/clue.py), the leakage check (data/leakage.py) and the UNK audit (data/unk_audit.py).
+(eval/clue.py), the leakage check (tasks/leakage.py) and the UNK audit (tasks/unk_audit.py).
 Files are one JSON object a line, except c3 (one JSON list a file).
 
 Minimal pairs: a good and a bad sentence, the UID that accuracy is macro-averaged over and

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.corpus import sources as corpus
+from babylm_jax.core.text import Normalizer
 from babylm_jax.tasks import layout
 from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import text_fields
@@ -41,7 +41,7 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     Reads the text fields (task_formats.text_fields) of the minimal-pair folders (zhoblimp/,
     xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
     of [paragraphs, questions, id]). Folders named *excluded* are skipped. The official
-    layout's full_eval/ folders are read too (`data.layout`), full_eval/clue/ file by file.
+    layout's full_eval/ folders are read too (`tasks.layout`), full_eval/clue/ file by file.
     """
     data_dir = pathlib.Path(data_dir)
     if not data_dir.is_dir():
@@ -127,7 +127,7 @@ def _joined_hashes(texts: list[str], ngram: int):
 class LeakDetector:
     """Hash sets of the evaluation items; also the line filter used to drop leaked lines."""
 
-    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize: corpus.Normalizer):
+    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize: Normalizer):
         self.ngram = ngram
         self.normalize = normalize
         self.tasks = sorted({task for task, _ in items})
@@ -139,7 +139,7 @@ class LeakDetector:
         self.fingerprint = {"ngram": ngram, "items": len(items), "sentences": _digest(self.sentence_set), "grams": _digest(self.gram_set)}
 
     @classmethod
-    def from_data_dir(cls, data_dir, ngram: int, normalize: corpus.Normalizer) -> "LeakDetector":
+    def from_data_dir(cls, data_dir, ngram: int, normalize: Normalizer) -> "LeakDetector":
         return cls(list(iter_eval_items(data_dir)), ngram, normalize)
 
     def keep_lines(self, lines: list[str]) -> np.ndarray:

@@ -1,34 +1,20 @@
 """The task registry: one `TaskSpec` per official task; adding a task is one entry in `TASKS`.
 
 A spec names the task's folder under the data directory, the files it needs, its track and
-metric, and its runner, a function called as
-
-    runner(spec, loaded, data_dir, settings) -> results.TaskResult
-
-with `loaded` a `LoadedModel`, `data_dir` the data root and `settings` the `EvalSettings`.
-The runners below import their track's module only when a task runs, so this table never
-imports fine-tuning or fMRI code.
+metric, and its runner by name: `eval.runner.RUNNERS[spec.runner]` scores it. This table
+imports nothing of evaluation.
 """
 from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Callable
 
 from babylm_jax.tasks import layout
-from babylm_jax.eval.results import TaskResult
-
-if TYPE_CHECKING:
-    from babylm_jax.eval.settings import EvalSettings
-    from babylm_jax.model.loaded import LoadedModel
-
-TRACKS = ("zero_shot", "finetune", "fmri")
-Runner = Callable[["TaskSpec", "LoadedModel", pathlib.Path, "EvalSettings"], TaskResult]
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """One task: where its files are, how it is scored, and which function runs it.
+    """One task: where its files are, how it is scored, and which runner scores it.
 
     `files` lists glob patterns relative to `<data_dir>/<folder>`; every entry must match at
     least one file. An entry may offer alternatives separated by "|": the first alternative
@@ -38,10 +24,10 @@ class TaskSpec:
     name: str
     track: str
     metric: str  # the key of the official value in results.json, e.g. "accuracy" or "mean"
-    runner: Runner
+    runner: str  # the key of its runner in eval.runner.RUNNERS
     files: tuple[str, ...]
     folder: str = ""  # defaults to `name`
-    pair_format: str = ""  # minimal pairs: the file format (data.task_formats.PAIR_FORMATS)
+    pair_format: str = ""  # minimal pairs: the file format (tasks.formats.PAIR_FORMATS)
     unk_is_wrong: bool = False  # minimal pairs: the hanzi UNK rule
 
     @property
@@ -82,62 +68,35 @@ class TaskSpec:
             return str(error)
         return None
 
-    def run(self, loaded: LoadedModel, data_dir: str | pathlib.Path, settings: EvalSettings) -> TaskResult:
-        return self.runner(self, loaded, pathlib.Path(data_dir), settings)
-
-
-def _minimal_pairs(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    from babylm_jax.eval import minimal_pairs
-
-    return minimal_pairs.run_task(spec, loaded, data_dir, settings)
-
-
-def _finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    from babylm_jax.eval import finetune
-
-    return finetune.run_task(spec, loaded, data_dir, settings)
-
-
-def _word_fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    from babylm_jax.eval import fmri
-
-    return fmri.run_word_fmri(spec, loaded, data_dir, settings)
-
-
-def _fmri(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    from babylm_jax.eval import fmri
-
-    return fmri.run_fmri(spec, loaded, data_dir, settings)
-
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("zhoblimp", "zero_shot", "accuracy", _minimal_pairs, ("ZhoBLiMP/*.jsonl|*.jsonl",),
+        TaskSpec("zhoblimp", "zero_shot", "accuracy", "minimal_pairs", ("ZhoBLiMP/*.jsonl|*.jsonl",),
                  pair_format="zhoblimp"),
-        TaskSpec("xcomps_zh", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+        TaskSpec("xcomps_zh", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="xcomps"),
-        TaskSpec("hanzi_structure", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+        TaskSpec("hanzi_structure", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="hanzi_structure", unk_is_wrong=True),
-        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="hanzi_pinyin", unk_is_wrong=True),
-        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="hanzi_structure", unk_is_wrong=True),
-        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", _minimal_pairs, ("*.jsonl",),
+        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="hanzi_pinyin", unk_is_wrong=True),
         # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py).
-        TaskSpec("afqmc", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
-        TaskSpec("ocnli", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
-        TaskSpec("tnews", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
-        TaskSpec("cluewsc2020", "finetune", "accuracy", _finetune, ("train.json", "dev.json")),
-        TaskSpec("c3", "finetune", "accuracy", _finetune,
+        TaskSpec("afqmc", "finetune", "accuracy", "finetune", ("train.json", "dev.json")),
+        TaskSpec("ocnli", "finetune", "accuracy", "finetune", ("train.json", "dev.json")),
+        TaskSpec("tnews", "finetune", "accuracy", "finetune", ("train.json", "dev.json")),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", ("train.json", "dev.json")),
+        TaskSpec("c3", "finetune", "accuracy", "finetune",
                  ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
-        TaskSpec("diagnostic_nli", "finetune", "accuracy", _finetune, ("*.json|*.jsonl",)),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", ("*.json|*.jsonl",)),
         # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
-        TaskSpec("word_fmri", "fmri", "mean", _word_fmri,
+        TaskSpec("word_fmri", "fmri", "mean", "word_fmri",
                  ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
                   "dev/word_fmri/*_selected.mat"), folder="cogbench"),
-        TaskSpec("fmri", "fmri", "mean", _fmri,
+        TaskSpec("fmri", "fmri", "mean", "fmri",
                  ("train/story/story_*.txt", "train/fmri/*/*/story_*.mat", "dev/story/story_*.txt",
                   "dev/fmri/*/*/story_*.mat"), folder="cogbench"),
     )

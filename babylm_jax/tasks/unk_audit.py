@@ -6,15 +6,23 @@ either `sentence_good` or `sentence_bad` contains the tokenizer's UNK.
 from __future__ import annotations
 
 import pathlib
+from typing import Protocol, Sequence
 
-from babylm_jax.tasks import layout
 from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks import layout
 from babylm_jax.tasks.formats import pair_fields, pair_format_of_folder
-from babylm_jax.corpus.tokenizer import Tokenizer
+
+
+class Tokenizer(Protocol):
+    """What the audit needs of a tokenizer (corpus.tokenizer.Tokenizer has it)."""
+
+    unk_id: int | None
+
+    def encode(self, text: str) -> Sequence[int]: ...
 
 
 def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
-    """The hanzi_* task folders under `data_dir`, in either layout (`data.layout`)."""
+    """The hanzi_* task folders under `data_dir`, in either layout (`tasks.layout`)."""
     return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_")]
 
 
