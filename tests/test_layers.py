@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # The rooms from the bottom up (README "Layout"); modules directly in babylm_jax/ are the command lines.
-ROOMS = ("core", "config", "tasks", "corpus", "model", "eval", "training", "hf", "tools")
+ROOMS = ("core", "tasks", "config", "corpus", "model", "eval", "training", "hf", "tools")
 COMMANDS = len(ROOMS)
 
 

@@ -38,9 +38,10 @@ from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
                                           PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout
+from babylm_jax.tasks.registry import task_names
 from babylm_jax.corpus.tokenizer import Tokenizer
 
-TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
+TASK_NAMES = task_names("finetune")
 
 # Label names in id order, as the official pipeline (Hugging Face `clue`) numbers them.
 AFQMC_LABELS = ("0", "1")

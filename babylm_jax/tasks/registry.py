@@ -103,6 +103,11 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
+def task_names(track: str) -> tuple[str, ...]:
+    """The names of the track's tasks ("zero_shot", "finetune" or "fmri"), in registry order."""
+    return tuple(name for name, spec in TASKS.items() if spec.track == track)
+
+
 def get_task(name: str) -> TaskSpec:
     """The spec of `name`; a clear error listing the known tasks otherwise."""
     if name not in TASKS:

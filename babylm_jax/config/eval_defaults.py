@@ -14,7 +14,7 @@ unknown keys are refused. Checked in `babylm_jax.eval.settings` before any model
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from babylm_jax.eval.clue import TASK_NAMES as FINETUNE_TASKS
+from babylm_jax.tasks.registry import task_names
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -40,7 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.finetune.length_buckets = (32, 64, 128)  # padded row lengths (one compile each); max_len is one
     config.finetune.progress = True  # a progress bar per task
     config.finetune.tasks = ml_collections.ConfigDict()
-    for task in FINETUNE_TASKS:
+    for task in task_names("finetune"):
         config.finetune.tasks[task] = ml_collections.ConfigDict(
             {key: placeholder(type(value)) for key, value in config.finetune.items() if key != "tasks"})
     config.finetune.tasks.cluewsc2020.epochs = 30
