@@ -1,6 +1,7 @@
 """Task registry selection, the results files, and the evaluate CLI end to end."""
 import json
 import pathlib
+import shutil
 
 import pytest
 
@@ -11,6 +12,7 @@ from babylm_jax.training.checkpoint import load_for_eval
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"
+CLUE = pathlib.Path(__file__).parent / "fixtures" / "clue"
 
 
 def test_select_tasks_all_skips_absent_tasks_with_reasons():
@@ -137,3 +139,16 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     evaluate.main(["evaluate", "--gather", str(first_output.parent), str(output), "--output", str(tmp_path / "cmp")])
     gathered = (tmp_path / "cmp" / "gather.csv").read_text().splitlines()
     assert gathered[0].startswith("run,zhoblimp,") and len(gathered) == 3
+
+
+def test_all_skips_diagnostic_nli_without_ocnli_train_and_says_why(tmp_path):
+    data_dir = tmp_path / "data"
+    shutil.copytree(CLUE / "diagnostic_nli", data_dir / "diagnostic_nli")
+    specs, skipped = tasks.select_tasks("all", data_dir)
+    assert specs == []
+    assert skipped["diagnostic_nli"] == (f"task diagnostic_nli: trains on ocnli's train split, and "
+                                         f"{data_dir / 'ocnli' / 'train.json'} does not exist")
+    with pytest.raises(FileNotFoundError, match="trains on ocnli's train split"):
+        tasks.select_tasks("diagnostic_nli", data_dir)
+    shutil.copytree(CLUE / "ocnli", data_dir / "ocnli")
+    assert [s.name for s in tasks.select_tasks("all", data_dir)[0]] == ["ocnli", "diagnostic_nli"]

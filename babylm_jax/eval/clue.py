@@ -38,7 +38,7 @@ from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
                                           PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout
-from babylm_jax.tasks.registry import task_names
+from babylm_jax.tasks.registry import get_task, task_names
 from babylm_jax.corpus.tokenizer import Tokenizer
 
 TASK_NAMES = task_names("finetune")
@@ -227,12 +227,12 @@ _LABELS = {"afqmc": AFQMC_LABELS, "ocnli": NLI_LABELS, "tnews": TNEWS_LABELS, "c
 
 def _split_reader(data_dir: pathlib.Path, name: str, split: str) -> tuple[pathlib.Path, Callable[[dict, str], Example | None]]:
     """The file of a CLUE task's split ("train"/"dev") and its row reader, in the layout found under `data_dir`."""
-    official = layout.official_clue_file(data_dir, name, split)
-    if official is not None:
-        return official, _prepared_row(name, _LABELS[name])
+    path = get_task(name).split_file(data_dir, split)
+    if layout.official_clue_file(data_dir, name, split) is not None:
+        return path, _prepared_row(name, _LABELS[name])
     make = _wsc_row if name == "cluewsc2020" else _text_row(
         FINETUNE_FORMATS[name], _LABELS[name], OCNLI_DROPPED_LABEL if name == "ocnli" else None)
-    return data_dir / name / f"{split}.json", make
+    return path, make
 
 
 def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:

@@ -29,6 +29,7 @@ class TaskSpec:
     folder: str = ""  # defaults to `name`
     pair_format: str = ""  # minimal pairs: the file format (tasks.formats.PAIR_FORMATS)
     unk_is_wrong: bool = False  # minimal pairs: the hanzi UNK rule
+    needs: tuple[str, ...] = ()  # "<task>:<split>": another task's split it reads (trains on)
 
     @property
     def directory_name(self) -> str:
@@ -44,11 +45,21 @@ class TaskSpec:
             return tuple(layout.official_clue_file(data_dir, self.name, s).name for s in layout.OFFICIAL_SPLITS)
         return self.files
 
+    def split_file(self, data_dir: str | pathlib.Path, split: str) -> pathlib.Path:
+        """The file of a CLUE task's split ("train" or "dev") in the layout found under `data_dir`."""
+        official = layout.official_clue_file(data_dir, self.name, split)
+        return official or pathlib.Path(data_dir) / self.directory_name / f"{split}.json"
+
     def find_files(self, data_dir: str | pathlib.Path) -> list[pathlib.Path]:
         """All files the task reads, sorted; FileNotFoundError names what is missing."""
         root = self.root(data_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"task {self.name}: directory {root} does not exist")
+        for need in self.needs:
+            task, split = need.split(":")
+            if not get_task(task).split_file(data_dir, split).is_file():
+                raise FileNotFoundError(f"task {self.name}: trains on {task}'s {split} split, and "
+                                        f"{get_task(task).split_file(data_dir, split)} does not exist")
         found: list[pathlib.Path] = []
         for entry in self.file_patterns(data_dir):
             for pattern in entry.split("|"):
@@ -91,7 +102,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", ("train.json", "dev.json")),
         TaskSpec("c3", "finetune", "accuracy", "finetune",
                  ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
-        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", ("*.json|*.jsonl",)),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", ("*.json|*.jsonl",), needs=("ocnli:train",)),
         # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
         TaskSpec("word_fmri", "fmri", "mean", "word_fmri",
                  ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
