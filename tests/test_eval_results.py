@@ -152,3 +152,27 @@ def test_all_skips_diagnostic_nli_without_ocnli_train_and_says_why(tmp_path):
         tasks.select_tasks("diagnostic_nli", data_dir)
     shutil.copytree(CLUE / "ocnli", data_dir / "ocnli")
     assert [s.name for s in tasks.select_tasks("all", data_dir)[0]] == ["ocnli", "diagnostic_nli"]
+
+
+def test_a_task_added_as_one_registry_entry_is_found_scored_and_reported(tmp_path, monkeypatch, capsys):
+    from fixtures.run import make_run
+
+    monkeypatch.setitem(tasks.TASKS, "fixture_pairs", tasks.TaskSpec(
+        "fixture_pairs", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",), pair_format="zhoblimp"))
+    data_dir = tmp_path / "data" / "fixture_pairs"
+    data_dir.mkdir(parents=True)
+    rows = [{"sentence_good": good, "sentence_bad": bad, "UID": "order", "phenomenon": "word_order"}
+            for good, bad in (("我们去公园", "公园去我们"), ("他把杯子打碎了", "他杯子把打碎了"))]
+    (data_dir / "order.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    make_run(tmp_path / "run")
+    output = tmp_path / "eval" / "results.json"
+    evaluate.main(["evaluate", f"--workdir={tmp_path / 'run'}", f"--data_dir={data_dir.parent}", "--tasks=all",
+                   f"--output={output}", "--config.scoring.batch_size=8"])
+    assert "skipped zhoblimp" in capsys.readouterr().out
+    accuracy = json.loads(output.read_text())["fixture_pairs"]["accuracy"]
+    loaded = load_for_eval(str(tmp_path / "run"))
+    scorer = scoring.SentenceScorer(loaded.model, loaded.params, "causal", loaded.tokenizer.mask_id)
+    pairs = minimal_pairs.read_pairs([data_dir / "order.jsonl"], "zhoblimp")
+    assert accuracy == pytest.approx(minimal_pairs.evaluate_pairs(scorer, loaded.tokenizer, pairs, False)["accuracy"])
+    details = json.loads(output.with_name("results_details.json").read_text())
+    assert details["tasks"]["fixture_pairs"]["num_items"] == 2

@@ -19,7 +19,7 @@ names live in tasks/formats.py:
 
 In the official pipeline's layout (`tasks.layout`), afqmc, ocnli, tnews and cluewsc2020 are
 read from `full_eval/clue/<task>.{train,valid}.jsonl` as its preparation writes them
-(`task_formats.PREPARED_FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
+(`formats.FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
 already the integer id in the order below (ocnli 0 neutral, 1 entailment, 2 contradiction,
 -1 rows dropped; tnews codes mapped to 0..14; cluewsc2020 0 true, 1 false); diagnostic_nli
 then trains on `ocnli.train.jsonl`.
@@ -35,8 +35,8 @@ import numpy as np
 
 from babylm_jax.core.vocab import framing_for
 from babylm_jax.core.jsonl import read_jsonl
-from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
-                                          PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
+from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
+                                      WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.registry import get_task, task_names
 from babylm_jax.corpus.tokenizer import Tokenizer
@@ -128,7 +128,7 @@ def _text_row(fields: RowFields, label_names: tuple[str, ...],
 
 def _prepared_row(name: str, label_names: tuple[str, ...]) -> Callable[[dict, str], Example | None]:
     """A row of the official preparation's `<task>.{train,valid}.jsonl`: flat fields, the label an integer id."""
-    fields = PREPARED_FINETUNE_FORMATS[name]
+    fields = FINETUNE_FORMATS[name]
 
     def make(row: dict, where: str) -> Example | None:
         label = _field(row, fields.label, where)
@@ -227,8 +227,9 @@ _LABELS = {"afqmc": AFQMC_LABELS, "ocnli": NLI_LABELS, "tnews": TNEWS_LABELS, "c
 
 def _split_reader(data_dir: pathlib.Path, name: str, split: str) -> tuple[pathlib.Path, Callable[[dict, str], Example | None]]:
     """The file of a CLUE task's split ("train"/"dev") and its row reader, in the layout found under `data_dir`."""
-    path = get_task(name).split_file(data_dir, split)
-    if layout.official_clue_file(data_dir, name, split) is not None:
+    spec = get_task(name)
+    path = spec.split_file(data_dir, split)
+    if spec.official_clue and spec.in_official_layout(data_dir):
         return path, _prepared_row(name, _LABELS[name])
     make = _wsc_row if name == "cluewsc2020" else _text_row(
         FINETUNE_FORMATS[name], _LABELS[name], OCNLI_DROPPED_LABEL if name == "ocnli" else None)

@@ -26,8 +26,9 @@ import pathlib
 from typing import Any, Mapping
 
 from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.tasks.registry import official_clue_tasks
 
-OFFICIAL_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
+OFFICIAL_TASKS = official_clue_tasks()  # the tasks config.yaml holds
 # config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing
 KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
         "seed": "seed"}

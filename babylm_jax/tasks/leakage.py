@@ -19,7 +19,7 @@ import numpy as np
 from babylm_jax.core.text import Normalizer
 from babylm_jax.tasks import layout
 from babylm_jax.core.jsonl import read_jsonl
-from babylm_jax.tasks.formats import text_fields
+from babylm_jax.tasks.registry import official_clue_task, text_fields
 from babylm_jax.core.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
@@ -38,7 +38,7 @@ def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
 def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     """(task, text) for every evaluation text found under `data_dir`.
 
-    Reads the text fields (task_formats.text_fields) of the minimal-pair folders (zhoblimp/,
+    Reads the text fields (registry.text_fields) of the minimal-pair folders (zhoblimp/,
     xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
     of [paragraphs, questions, id]). Folders named *excluded* are skipped. The official
     layout's full_eval/ folders are read too (`tasks.layout`), full_eval/clue/ file by file.
@@ -49,7 +49,7 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     for task, folder in layout.task_folders(data_dir):
         if task == "clue" and folder.parent.name == "full_eval":
             for path in _task_files(folder):
-                clue_task = layout.official_clue_task(path)
+                clue_task = official_clue_task(path)
                 for _, row in read_jsonl(path) if clue_task else ():
                     for field in text_fields(clue_task):
                         if isinstance(row.get(field), str):

@@ -10,7 +10,8 @@ from typing import Protocol, Sequence
 
 from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks import layout
-from babylm_jax.tasks.formats import pair_fields, pair_format_of_folder
+from babylm_jax.tasks.formats import pair_fields
+from babylm_jax.tasks.registry import task_of_folder
 
 
 class Tokenizer(Protocol):
@@ -23,7 +24,7 @@ class Tokenizer(Protocol):
 
 def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
     """The hanzi_* task folders under `data_dir`, in either layout (`tasks.layout`)."""
-    return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_")]
+    return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_") and task_of_folder(name)]
 
 
 def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
@@ -33,7 +34,7 @@ def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
         items = unk_items = 0
         for path in sorted(folder.rglob("*.jsonl")):
             for number, row in read_jsonl(path):
-                fields = pair_fields(pair_format_of_folder(folder.name), row)
+                fields = pair_fields(task_of_folder(folder.name).pair_format, row)
                 if fields.good not in row or fields.bad not in row:
                     raise ValueError(f"{path}:{number}: expected fields {fields.good} and {fields.bad}")
                 items += 1
