@@ -30,6 +30,8 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax.config import cli
+from babylm_jax.core import rundir
+from babylm_jax.core.vocab import OFFICIAL_BACKEND
 from babylm_jax.tasks import layout
 from babylm_jax.eval import finetune_config, milestone_curves, runner
 from babylm_jax.eval import results as results_lib
@@ -74,9 +76,6 @@ def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> di
     }
 
 
-BACKENDS = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # model family -> official pipeline backend
-
-
 def finetune_record(settings: EvalSettings, tasks: Sequence[str]) -> dict[str, Any]:
     """The fine-tuning settings used, per task that ran, in config.yaml's terms (for the details and report)."""
     names = {field: key for key, field in finetune_config.KEYS.items()}
@@ -88,7 +87,7 @@ def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: st
     """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
     used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
             for task in finetune_config.OFFICIAL_TASKS}
-    return finetune_config.write_config(path, used, backend=BACKENDS[family])
+    return finetune_config.write_config(path, used, backend=OFFICIAL_BACKEND[family])
 
 
 def evaluate_checkpoint(
@@ -126,7 +125,7 @@ def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
     found = checkpoint_steps(str(workdir))  # step -> milestones/ or checkpoints/
     if not found:
         raise FileNotFoundError(f"no checkpoint in {workdir} (looked in milestones/ and checkpoints/)")
-    available = sorted({s for s, root in found.items() if root.endswith("milestones")} | {max(found)})
+    available = sorted({s for s, root in found.items() if root.endswith(rundir.MILESTONES)} | {max(found)})
     if option == "all":
         return available
     try:
@@ -180,7 +179,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
-    output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / "eval" / "results.json")
+    output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     print(f"[evaluate] data: {layout.describe(data_dir)}", flush=True)
     specs, skipped = tasks_lib.select_tasks(_TASKS.value, data_dir)
     for name, reason in skipped.items():

@@ -20,9 +20,8 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
+from babylm_jax.core import rundir
 from babylm_jax.core.jsonl import read_json
-
-RESULTS_FILES = ("eval/results.json", "results.json")  # looked up in the workdir, in this order
 
 COMMAND = cli.Command("export", __doc__)
 _CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")
@@ -35,12 +34,9 @@ flags.mark_flags_as_required(["output"], flag_values=COMMAND.flags)
 
 
 def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
-    """The run's results.json (official shape), if there is one."""
-    for name in RESULTS_FILES:
-        path = workdir / name
-        if path.is_file():
-            return read_json(path, "rerun evaluate to rewrite it, or move it aside")
-    return None
+    """The run's results.json (official shape), if there is one (`rundir.find_results`)."""
+    path = rundir.find_results(workdir)
+    return None if path is None else read_json(path, "rerun evaluate to rewrite it, or move it aside")
 
 
 def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None, use_ema: bool | None = None,

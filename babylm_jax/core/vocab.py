@@ -22,6 +22,7 @@ from typing import Sequence
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
 FAMILIES = ("causal", "mlm", "hybrid")
+OFFICIAL_BACKEND = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # family -> the official pipeline's --backend
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.corpus import packing
 from babylm_jax.config.data import DataConfig
@@ -117,5 +118,5 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         "token_cache": str(tokens.directory),
     }
     if process_index == 0:
-        atomic_write_json(pathlib.Path(workdir) / "data_stats.json", stats)
+        atomic_write_json(pathlib.Path(workdir) / rundir.DATA_STATS, stats)
     return TrainData(prepared.tokenizer, train_iterator, eval_batches, stats)

@@ -27,14 +27,13 @@ then trains on `ocnli.train.jsonl`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any, Callable
 
 import numpy as np
 
 from babylm_jax.core.vocab import framing_for
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
                                       WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout
@@ -162,12 +161,7 @@ def _wsc_row(row: dict, where: str) -> Example:
 
 def read_c3_file(path: pathlib.Path) -> list[Example]:
     """One multiple-choice example per question: rows (passage, question, option)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found")
-    try:
-        documents = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    documents = read_json(path, "the c3 files are one JSON list each")
     if not isinstance(documents, list):
         raise ValueError(f"{path}: expected a JSON list of [paragraphs, questions, id] items")
     examples = []

@@ -18,10 +18,10 @@ import math
 import pathlib
 from typing import Mapping, Sequence
 
+from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.jsonl import read_json
 from babylm_jax.tasks import registry as tasks_lib
-
-RESULTS_FILES = ("results.json", "eval/results.json")  # looked up in a RUN folder, in this order
 
 Results = dict[str, dict[str, float]]  # task -> {metric: value}
 
@@ -31,18 +31,15 @@ def find_results(run: str | pathlib.Path) -> pathlib.Path:
     run = pathlib.Path(run)
     if run.is_file():
         return run
-    for name in RESULTS_FILES:
-        if (run / name).is_file():
-            return run / name
-    raise FileNotFoundError(f"--gather {run}: no {' or '.join(RESULTS_FILES)} there")
+    found = rundir.find_results(run)
+    if found is None:
+        raise FileNotFoundError(f"--gather {run}: no {rundir.RESULTS} or {rundir.EVAL_RESULTS} there")
+    return found
 
 
 def read_results(path: pathlib.Path) -> Results:
     """A results.json in the official shape, checked (task -> {metric: number})."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    data = read_json(path, "rerun evaluate to rewrite it, or leave the run out")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object of task -> {{metric: value}}")
     for task, values in data.items():

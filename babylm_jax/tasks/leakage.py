@@ -9,7 +9,6 @@ Evaluation items come from the task files under a data directory (see `iter_eval
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 from typing import Iterator
@@ -18,7 +17,7 @@ import numpy as np
 
 from babylm_jax.core.text import Normalizer
 from babylm_jax.tasks import layout
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.registry import official_clue_task, text_fields
 from babylm_jax.core.workers import chunks_by_chars
 
@@ -57,7 +56,7 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
             continue
         if task == "c3":
             for path in _task_files(folder):
-                for entry in json.loads(path.read_text(encoding="utf-8")):
+                for entry in read_json(path, "the c3 files are one JSON list each"):
                     for line in entry[0]:
                         yield task, line
             continue
