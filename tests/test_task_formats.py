@@ -31,7 +31,9 @@ def test_registry_folders_match_the_formats():
         assert registry.task_of_folder(spec.name) is spec and spec.pair_format in task_formats.PAIR_FORMATS
     assert registry.task_of_folder("hanzi_pinyin_extra").name == "hanzi_pinyin"
     assert registry.task_of_folder("cogbench").name == "word_fmri" and registry.task_of_folder("clue") is None
-    assert registry.official_clue_tasks() == ("afqmc", "ocnli", "tnews", "cluewsc2020")
+    assert registry.official_tasks("finetune") == ("afqmc", "ocnli", "tnews", "cluewsc2020")
+    assert registry.official_tasks("zero_shot") == ("zhoblimp", "hanzi_structure", "hanzi_pinyin")
+    assert registry.official_tasks("fmri") == ("word_fmri", "fmri")
     finetune = {spec.name for spec in TASKS.values() if spec.track == "finetune"}
     assert finetune == set(task_formats.FINETUNE_FORMATS) | {"c3"} == set(clue.TASK_NAMES)
 

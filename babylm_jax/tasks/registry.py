@@ -137,9 +137,9 @@ def task_names(track: str) -> tuple[str, ...]:
     return tuple(name for name, spec in TASKS.items() if spec.track == track)
 
 
-def official_clue_tasks() -> tuple[str, ...]:
-    """The fine-tuning tasks of the official download and of the official config.yaml."""
-    return tuple(name for name, spec in TASKS.items() if spec.official_clue)
+def official_tasks(track: str) -> tuple[str, ...]:
+    """The track's tasks in the official download and the official config.yaml ("finetune": the CLUE four)."""
+    return tuple(name for name, spec in TASKS.items() if spec.track == track and spec.official_dir)
 
 
 def task_of_folder(folder: str) -> TaskSpec | None:
@@ -151,7 +151,7 @@ def task_of_folder(folder: str) -> TaskSpec | None:
 def official_clue_task(path: pathlib.Path) -> str | None:
     """The task of a full_eval/clue/<task>.<split>.jsonl file of the official download, else None."""
     task = path.name.split(".")[0]
-    return task if path.parent.name == "clue" and task in official_clue_tasks() else None
+    return task if path.parent.name == "clue" and task in TASKS and get_task(task).official_clue else None
 
 
 def text_fields(folder: str) -> tuple[str, ...]:
