@@ -10,7 +10,7 @@ tasks without a result omitted).
 """
 from __future__ import annotations
 
-import argparse
+import itertools
 import csv
 import io
 import json
@@ -18,6 +18,9 @@ import math
 import pathlib
 from typing import Mapping, Sequence
 
+from absl import flags
+
+from babylm_jax.config import cli
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.jsonl import read_json
@@ -141,11 +144,18 @@ def gather(run_paths: Sequence[str | pathlib.Path], output: str | pathlib.Path) 
     return written
 
 
+COMMAND = cli.Command("evaluate --gather", __doc__)
+_OUTPUT = flags.DEFINE_string("output", "gathered", "Folder for gather.csv, gather.md, leaderboard_<run>.json.",
+                              flag_values=COMMAND.flags)
+
+
 def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
-    parser = argparse.ArgumentParser(prog="python -m babylm_jax.evaluate --gather", description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="results.json, or a folder holding one (or eval/results.json)")
-    parser.add_argument("--output", default="gathered", help="folder for gather.csv, gather.md, leaderboard_<run>.json")
-    args = parser.parse_args(argv)
-    written = gather(args.runs, args.output)
+    """`argv`: what follows --gather, RUN [RUN ...] (a results.json, or a folder holding one or eval/results.json),
+    then options in the commands' grammar (`--output DIR`)."""
+    runs = list(itertools.takewhile(lambda arg: not arg.startswith("-"), argv))
+    COMMAND.parse([COMMAND.name, *argv[len(runs):]])
+    if not runs:
+        raise cli.UserError("--gather needs at least one RUN: a results.json, or a folder holding one")
+    written = gather(runs, _OUTPUT.value)
     print(f"[gather] wrote {', '.join(str(p) for p in written.values())}")
     return written
