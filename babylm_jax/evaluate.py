@@ -18,7 +18,7 @@ compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.js
 (`train.writers`; `eval.run_log`). `--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
-status 2 (`babylm_jax.cli`).
+status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -30,15 +30,17 @@ from typing import Any, Callable, Sequence
 from absl import flags
 from ml_collections import config_flags
 
-from babylm_jax import cli
-from babylm_jax.data import layout
-from babylm_jax.eval import finetune_config, milestone_curves
+from babylm_jax.config import cli
+from babylm_jax.core import rundir
+from babylm_jax.core.vocab import OFFICIAL_BACKEND
+from babylm_jax.tasks import layout
+from babylm_jax.eval import finetune_config, milestone_curves, runner
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval import scoring
 from babylm_jax.eval.run_log import RunLog
-from babylm_jax.eval import tasks as tasks_lib
+from babylm_jax.tasks import registry as tasks_lib
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.model.loaded import LoadedModel
 
 COMMAND = cli.Command("evaluate", __doc__)
 _CONFIG = COMMAND.config("config", str(DEFAULT_CONFIG), "Evaluation settings (ml_collections config file).")
@@ -76,9 +78,6 @@ def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> di
     }
 
 
-BACKENDS = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # model family -> official pipeline backend
-
-
 def finetune_record(settings: EvalSettings, tasks: Sequence[str]) -> dict[str, Any]:
     """The fine-tuning settings used, per task that ran, in config.yaml's terms (for the details and report)."""
     names = {field: key for key, field in finetune_config.KEYS.items()}
@@ -90,28 +89,7 @@ def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: st
     """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
     used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
             for task in finetune_config.OFFICIAL_TASKS}
-    return finetune_config.write_config(path, used, backend=BACKENDS[family])
-
-
-def evaluate(
-    loaded: LoadedModel,
-    data_dir: str | pathlib.Path,
-    specs: Sequence[tasks_lib.TaskSpec],
-    settings: EvalSettings,
-) -> tuple[dict[str, results_lib.TaskResult], dict[str, Exception]]:
-    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error).
-
-    A task that fails does not stop the others; the caller writes what finished, then reports it.
-    """
-    results, failed = {}, {}
-    for spec in specs:
-        print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
-        try:
-            results[spec.name] = spec.run(loaded, data_dir, settings)
-        except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
-            print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
-            failed[spec.name] = error
-    return results, failed
+    return finetune_config.write_config(path, used, backend=OFFICIAL_BACKEND[family])
 
 
 def evaluate_checkpoint(
@@ -121,7 +99,7 @@ def evaluate_checkpoint(
     """Scores one loaded checkpoint and writes results.json (and the rest) at `output`; when a
     task failed, the finished ones are written first and the first failure is raised."""
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed = evaluate(loaded, data_dir, specs, settings)
+    results, failed = runner.evaluate(loaded, data_dir, specs, settings)
     metadata = run_metadata(loaded, settings, workdir=str(workdir), data_dir=str(data_dir),
                             data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
                             config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))
@@ -149,7 +127,7 @@ def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
     found = checkpoint_steps(str(workdir))  # step -> milestones/ or checkpoints/
     if not found:
         raise FileNotFoundError(f"no checkpoint in {workdir} (looked in milestones/ and checkpoints/)")
-    available = sorted({s for s, root in found.items() if root.endswith("milestones")} | {max(found)})
+    available = sorted({s for s, root in found.items() if root.endswith(rundir.MILESTONES)} | {max(found)})
     if option == "all":
         return available
     try:
@@ -206,7 +184,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
-    output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / "eval" / "results.json")
+    output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     print(f"[evaluate] data: {layout.describe(data_dir)}", flush=True)
     specs, skipped = tasks_lib.select_tasks(_TASKS.value, data_dir)
     for name, reason in skipped.items():

@@ -10,7 +10,7 @@ trust_remote_code=True) and a README.md model card with the run's results.json i
 `--layer K` sets which hidden state AutoModel returns as last_hidden_state
 (0 = embeddings ... N = final output; negative counts from the end).
 Needs the export extra: pip install -e ".[export]". A user error is one line and exit
-status 2 (`babylm_jax.cli`).
+status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ from typing import Any, Sequence
 
 from absl import flags
 
-from babylm_jax import cli
-from babylm_jax.data.jsonl import read_json
-
-RESULTS_FILES = ("eval/results.json", "results.json")  # looked up in the workdir, in this order
+from babylm_jax.config import cli
+from babylm_jax.core import rundir
+from babylm_jax.core.jsonl import read_json
 
 COMMAND = cli.Command("export", __doc__)
 _CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")
@@ -35,12 +34,9 @@ flags.mark_flags_as_required(["output"], flag_values=COMMAND.flags)
 
 
 def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
-    """The run's results.json (official shape), if there is one."""
-    for name in RESULTS_FILES:
-        path = workdir / name
-        if path.is_file():
-            return read_json(path, "rerun evaluate to rewrite it, or move it aside")
-    return None
+    """The run's results.json (official shape), if there is one (`rundir.find_results`)."""
+    path = rundir.find_results(workdir)
+    return None if path is None else read_json(path, "rerun evaluate to rewrite it, or move it aside")
 
 
 def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None, use_ema: bool | None = None,

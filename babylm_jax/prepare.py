@@ -5,7 +5,7 @@ Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
 <workdir>/data, all resumable. With --data_dir, also writes <workdir>/leakage.json (which
 evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
 audit. `train` runs the same steps itself when the cache is missing. A user error is one line and
-exit status 2 (`babylm_jax.cli`).
+exit status 2 (`babylm_jax.config.cli`).
 """
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from typing import Sequence
 
 from absl import flags
 
-from babylm_jax import cli
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data import leakage, unk_audit
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.workdir import workdir_lock
+from babylm_jax.config import cli
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.tasks import leakage
+from babylm_jax.tasks import unk_audit
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.core import rundir
+from babylm_jax.core.rundir import workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -64,15 +66,15 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     print(_table([[name, s["documents"], s["lines"], s["characters"], s["words_raw"], s["words"]]
                   for name, s in report["sources"].items()],
                  ["source", "documents", "lines", "characters", "words_raw", "words"]))
-    print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / 'tokenizer'}")
+    print(f"tokenizer: {prepared.tokenizer.kind}, {prepared.tokenizer.vocab_size} ids -> {workdir / rundir.TOKENIZER}")
     print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
           f"-> {prepared.tokens.directory}")
     if not detector:
         return
     leaks = detector.report(prepared.corpus.iter_texts())
-    atomic_write_json(workdir / "leakage.json", leaks)
+    atomic_write_json(workdir / rundir.LEAKAGE, leaks)
     print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "
-          f"-> {workdir / 'leakage.json'}")
+          f"-> {workdir / rundir.LEAKAGE}")
     print(_table([[t, s["items"], s["exact"], s["ngram"], s["leaked"]] for t, s in leaks["tasks"].items()],
                  ["task", "items", "exact", "ngram", "leaked"]))
     if unk_audit.hanzi_folders(data_dir):
@@ -80,7 +82,7 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
         print("UNK audit (items wrong under the official UNK rule):")
         print(_table([[t, s["items"], s["unk_items"], f"{s['unk_share']:.2%}"] for t, s in audit.items()],
                      ["task", "items", "unk_items", "unk_share"]))
-        atomic_write_json(workdir / "unk_audit.json", audit)
+        atomic_write_json(workdir / rundir.UNK_AUDIT, audit)
     print(json.dumps({"leaked_items": sum(s["leaked"] for s in leaks["tasks"].values())}))
 
 

@@ -2,7 +2,7 @@
 
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint. A user error is one line
-and exit status 2 (`babylm_jax.cli`). SIGTERM (preemption) or Ctrl-C ends the run after
+and exit status 2 (`babylm_jax.config.cli`). SIGTERM (preemption) or Ctrl-C ends the run after
 the current step with a checkpoint of it and one line saying so: exit status 0 (SIGTERM)
 or 130 (SIGINT).
 """
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from absl import flags, logging
 
-from babylm_jax import cli
+from babylm_jax.config import cli
 
 COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")

@@ -37,7 +37,7 @@ import pathlib
 
 import ml_collections
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -47,7 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
-    #   python -m babylm_jax.data.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
+    #   python -m babylm_jax.tools.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
     #   config.data.paths = ("data/hanzi_facts",); config.data.tokenizer.required_characters = "corpus_cjk"
     # (the official corpus must then leave 2% of the 102M words free: trim it to fit).
 

@@ -30,7 +30,7 @@ import pathlib
 
 import ml_collections
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -25,10 +25,11 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.config_files import load_config_file
-from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.eval import minimal_pairs, tasks
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.config.files import load_config_file
+from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.eval import minimal_pairs
+from babylm_jax.tasks import registry as tasks
 
 START = "\x02"  # sentence-start symbol (never in the text)
 

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 
-from babylm_jax.atomic import atomic_write_text
-from babylm_jax.config_files import load_config_file
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.config.files import load_config_file
 from babylm_jax.model.transformer import ModelConfig
 from babylm_jax.training import metrics
 

@@ -122,3 +122,14 @@ def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_p
     (broken / "a.jsonl").write_text("{not json\n", encoding="utf-8")
     assert "a.jsonl:1" in user_error(capsys, prepare, [*argv, f"--data_dir={tmp_path / 'eval_data'}"])
     assert not (tmp_path / "run" / "budget.json").exists()
+
+
+def test_the_tools_and_gather_take_options_in_the_one_grammar(capsys, tmp_path):
+    from babylm_jax.tools import fmri_synth
+
+    assert user_error(capsys, fmri_synth, ["fmri_synth"]) == "fmri_synth: error: --out is required (see --help)"
+    assert "--snr" in user_error(capsys, fmri_synth, ["fmri_synth", f"--out={tmp_path}", "--snr=loud"])
+    assert user_error(capsys, evaluate, ["evaluate", "--gather", "--output", str(tmp_path)]) == (
+        "evaluate: error: --gather needs at least one RUN: a results.json, or a folder holding one")
+    assert "Unknown command line flag 'outptu'. Did you mean: output" in user_error(capsys, evaluate, ["evaluate", "--gather", str(tmp_path), "--outptu=x"])
+    assert not any(tmp_path.iterdir())

@@ -4,7 +4,7 @@ import pathlib
 import jax
 import pytest
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training import curricula, optim
 from babylm_jax.training.state import abstract_state

@@ -3,10 +3,11 @@ import pathlib
 
 import pytest
 
-from babylm_jax.config_files import load_config_file
-from babylm_jax.data import cache_keys, prepare
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.framing import framing_for
+from babylm_jax.config.files import load_config_file
+from babylm_jax.corpus import cache_keys
+from babylm_jax.corpus import prepare
+from babylm_jax.config.data import DataConfig
+from babylm_jax.core.vocab import framing_for
 from fixtures.data import synthetic
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "configs").glob("*.py"))

@@ -8,8 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from babylm_jax.data import builtin, corpus
-from babylm_jax.data.config import DataConfig
+from babylm_jax.corpus import builtin
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.config.data import DataConfig
+from babylm_jax.core.text import Normalizer
 from fixtures.data import synthetic
 
 
@@ -48,7 +50,7 @@ def test_normalisation():
     text = "  繁體  中文\t測試 \r\n\n ＡＢＣ，１２３ "
     default = _data_config().normalize
     assert default(text) == "繁體 中文 測試\nＡＢＣ，１２３"
-    options = corpus.Normalizer(nfkc=True, to_simplified=True, clean_whitespace=True, drop_empty_lines=False)
+    options = Normalizer(nfkc=True, to_simplified=True, clean_whitespace=True, drop_empty_lines=False)
     assert options(text) == "繁体 中文 测试\n\nABC,123"
 
 

@@ -3,8 +3,9 @@ import json
 
 import numpy as np
 
-from babylm_jax.data import leakage, prepare
-from babylm_jax.data.config import DataConfig
+from babylm_jax.tasks import leakage
+from babylm_jax.corpus import prepare
+from babylm_jax.config.data import DataConfig
 from fixtures.data import synthetic
 
 EVAL_GOOD = "小猫把鱼吃掉了。"

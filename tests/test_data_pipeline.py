@@ -5,7 +5,13 @@ import shutil
 import numpy as np
 import pytest
 
-from babylm_jax.data import budget, corpus, packing, pipeline, prepare, token_cache, words
+from babylm_jax.corpus import budget
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.corpus import packing
+from babylm_jax.corpus import pipeline
+from babylm_jax.corpus import prepare
+from babylm_jax.corpus import token_cache
+from babylm_jax.corpus import words
 from fixtures.data import synthetic
 
 
@@ -34,8 +40,8 @@ def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
 def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
     import jieba
 
-    from babylm_jax.data import counting
-    from babylm_jax.data.config import DataConfig
+    from babylm_jax.corpus import counting
+    from babylm_jax.config.data import DataConfig
 
     raw = ["小猫在  睡觉。\n\n  它很累。 ", "   ", "今天天气很好", "他说：  “好的”\t"]
     (tmp_path / "corpus").mkdir()

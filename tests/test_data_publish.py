@@ -1,5 +1,5 @@
 """The workdir's tokenizer follows the config: a new tokenizer replaces the old one."""
-from babylm_jax.data import prepare
+from babylm_jax.corpus import prepare
 
 
 def test_a_changed_tokenizer_replaces_the_published_one(tmp_path):

@@ -4,7 +4,8 @@ import pathlib
 import ml_collections
 import pytest
 
-from babylm_jax.data import tokenizer as tok, unk_audit
+from babylm_jax.corpus import tokenizer as tok
+from babylm_jax.tasks import unk_audit
 from fixtures.data import synthetic
 
 TEXT = "我们今天学习中文，小猫喜欢吃鱼！ 天气很好。"

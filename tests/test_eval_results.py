@@ -1,15 +1,18 @@
 """Task registry selection, the results files, and the evaluate CLI end to end."""
 import json
 import pathlib
+import shutil
 
 import pytest
 
 from babylm_jax import evaluate
-from babylm_jax.eval import minimal_pairs, results, scoring, tasks
+from babylm_jax.eval import minimal_pairs, results, scoring
+from babylm_jax.tasks import registry as tasks
 from babylm_jax.training.checkpoint import load_for_eval
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"
+CLUE = pathlib.Path(__file__).parent / "fixtures" / "clue"
 
 
 def test_select_tasks_all_skips_absent_tasks_with_reasons():
@@ -136,3 +139,40 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     evaluate.main(["evaluate", "--gather", str(first_output.parent), str(output), "--output", str(tmp_path / "cmp")])
     gathered = (tmp_path / "cmp" / "gather.csv").read_text().splitlines()
     assert gathered[0].startswith("run,zhoblimp,") and len(gathered) == 3
+
+
+def test_all_skips_diagnostic_nli_without_ocnli_train_and_says_why(tmp_path):
+    data_dir = tmp_path / "data"
+    shutil.copytree(CLUE / "diagnostic_nli", data_dir / "diagnostic_nli")
+    specs, skipped = tasks.select_tasks("all", data_dir)
+    assert specs == []
+    assert skipped["diagnostic_nli"] == (f"task diagnostic_nli: trains on ocnli's train split, and "
+                                         f"{data_dir / 'ocnli' / 'train.json'} does not exist")
+    with pytest.raises(FileNotFoundError, match="trains on ocnli's train split"):
+        tasks.select_tasks("diagnostic_nli", data_dir)
+    shutil.copytree(CLUE / "ocnli", data_dir / "ocnli")
+    assert [s.name for s in tasks.select_tasks("all", data_dir)[0]] == ["ocnli", "diagnostic_nli"]
+
+
+def test_a_task_added_as_one_registry_entry_is_found_scored_and_reported(tmp_path, monkeypatch, capsys):
+    from fixtures.run import make_run
+
+    monkeypatch.setitem(tasks.TASKS, "fixture_pairs", tasks.TaskSpec(
+        "fixture_pairs", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",), pair_format="zhoblimp"))
+    data_dir = tmp_path / "data" / "fixture_pairs"
+    data_dir.mkdir(parents=True)
+    rows = [{"sentence_good": good, "sentence_bad": bad, "UID": "order", "phenomenon": "word_order"}
+            for good, bad in (("我们去公园", "公园去我们"), ("他把杯子打碎了", "他杯子把打碎了"))]
+    (data_dir / "order.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    make_run(tmp_path / "run")
+    output = tmp_path / "eval" / "results.json"
+    evaluate.main(["evaluate", f"--workdir={tmp_path / 'run'}", f"--data_dir={data_dir.parent}", "--tasks=all",
+                   f"--output={output}", "--config.scoring.batch_size=8"])
+    assert "skipped zhoblimp" in capsys.readouterr().out
+    accuracy = json.loads(output.read_text())["fixture_pairs"]["accuracy"]
+    loaded = load_for_eval(str(tmp_path / "run"))
+    scorer = scoring.SentenceScorer(loaded.model, loaded.params, "causal", loaded.tokenizer.mask_id)
+    pairs = minimal_pairs.read_pairs([data_dir / "order.jsonl"], "zhoblimp")
+    assert accuracy == pytest.approx(minimal_pairs.evaluate_pairs(scorer, loaded.tokenizer, pairs, False)["accuracy"])
+    details = json.loads(output.with_name("results_details.json").read_text())
+    assert details["tasks"]["fixture_pairs"]["num_items"] == 2

@@ -4,8 +4,9 @@ import dataclasses
 
 import pytest
 
-from babylm_jax import cli, evaluate
-from babylm_jax.config_files import load_config_file
+from babylm_jax import evaluate
+from babylm_jax.config import cli
+from babylm_jax.config.files import load_config_file
 from babylm_jax.eval import clue, cogbench
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.model.transformer import ModelConfig

@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from babylm_jax.data import tokenizer as tokenizer_lib  # noqa: E402
+from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402

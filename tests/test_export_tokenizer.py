@@ -7,9 +7,9 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
-from babylm_jax.data import builtin  # noqa: E402
-from babylm_jax.data.framing import framing_for  # noqa: E402
-from babylm_jax.data import tokenizer as tokenizer_lib  # noqa: E402
+from babylm_jax.corpus import builtin  # noqa: E402
+from babylm_jax.core.vocab import framing_for  # noqa: E402
+from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
 RARE = [

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babylm_jax.data.tokenizer import CharTokenizer
-from babylm_jax.config_files import load_config_file
+from babylm_jax.corpus.tokenizer import CharTokenizer
+from babylm_jax.config.files import load_config_file
 from babylm_jax.eval import clue, finetune
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.model.transformer import ModelConfig, Transformer
@@ -162,7 +162,7 @@ def test_multiple_choice_with_two_three_and_four_options():
 
 
 def test_registry_runner_on_fixture_files(tmp_path):
-    from babylm_jax.eval import tasks
+    from babylm_jax.tasks import registry as tasks
 
     body, params = tiny_body("causal", TOKENIZER.vocab_size)
     loaded = types.SimpleNamespace(model=body, params=params, tokenizer=TOKENIZER, step=0)

@@ -151,7 +151,7 @@ def test_unknown_device_falls_back_to_a_measured_matmul():
 def test_step_logger_counts_the_projection_at_the_predicted_positions(tmp_path):
     """The trainer's logged MFU of an mlm run counts the head and projection at the masked share
     of the positions, at the step's mask rate (0.3 -> 0.1 over 11 steps: 0.2 at step 6)."""
-    from babylm_jax.config_files import load_config_file
+    from babylm_jax.config.files import load_config_file
 
     config = load_config_file(pathlib.Path(__file__).parents[1] / "configs" / "base_mlm.py")
     config.train.update(num_steps=11, mask_rate=0.3, mask_rate_final=0.1)

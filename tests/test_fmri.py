@@ -11,11 +11,12 @@ import pytest
 import scipy.io
 import scipy.stats
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.tokenizer import CharTokenizer
-from babylm_jax.eval import cogbench, features, fmri, fmri_synth, ridge
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.corpus.tokenizer import CharTokenizer
+from babylm_jax.eval import cogbench, features, fmri, ridge
+from babylm_jax.tools import fmri_synth
 from babylm_jax.eval.settings import EvalSettings, default_settings
-from babylm_jax.eval.tasks import TaskSpec
+from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.transformer import ModelConfig, Transformer
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.data import prepare
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.tokenizer import BOS_ID, CLS_ID, EOS_ID, SEP_ID
+from babylm_jax.corpus import prepare
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import clue, features, minimal_pairs
 
 FAMILIES = ("causal", "mlm", "hybrid")

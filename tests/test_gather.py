@@ -40,6 +40,6 @@ def test_gather_names_what_is_wrong(tmp_path):
     with pytest.raises(ValueError, match=r"results.json: task 'zhoblimp' must map metric names to numbers"):
         gather.gather([tmp_path / "bad"], tmp_path / "out")
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
-    with pytest.raises(ValueError, match="broken.json: not valid JSON"):
+    with pytest.raises(ValueError, match="broken.json:1: not valid JSON"):
         gather.gather([tmp_path / "broken.json"], tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing written before every run is read

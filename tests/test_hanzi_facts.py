@@ -6,8 +6,13 @@ import pytest
 
 pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
-from babylm_jax.data import hanzi_facts, hanzi_lexicon, leakage, prepare, words  # noqa: E402
-from babylm_jax.data.config import DataConfig  # noqa: E402
+from babylm_jax.tools import hanzi_facts
+from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.tasks import leakage
+from babylm_jax.corpus import prepare
+from babylm_jax.corpus import words  # noqa: E402
+from babylm_jax.config.data import DataConfig  # noqa: E402
+from fixtures.cli import user_error  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402
 
 
@@ -100,11 +105,14 @@ def test_nothing_half_written(lexicon, tmp_path, monkeypatch):
 
 
 def test_cli_writes_one_pass(tmp_path, capsys):
-    assert hanzi_facts.main(["--out", str(tmp_path / "f"), "--characters", "8", "--seed", "1"]) == 0
+    hanzi_facts.main(["hanzi_facts", "--out", str(tmp_path / "f"), "--characters", "8", "--seed", "1"])
     manifest = json.loads((tmp_path / "f" / hanzi_facts.MANIFEST).read_text())
     assert manifest["documents"] == manifest["characters"] == 8 and manifest["settings"]["seed"] == 1
-    assert hanzi_facts.main(["--out", str(tmp_path / "g"), "--share", "2"]) == 2
-    assert "--share must be in (0, 1]" in capsys.readouterr().err and not (tmp_path / "g").exists()
+    assert "--share must be in (0, 1]" in user_error(capsys, hanzi_facts, ["hanzi_facts", "--out", str(tmp_path / "g"),
+                                                                           "--share", "2"])
+    assert not (tmp_path / "g").exists()
+    assert "At most one of (words, share)" in user_error(capsys, hanzi_facts, ["hanzi_facts", f"--out={tmp_path / 'h'}",
+                                                                    "--words=5", "--share=0.1"])
 
 
 def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):

@@ -4,8 +4,9 @@ import shutil
 
 import pytest
 
-from babylm_jax.data import layout
-from babylm_jax.eval import clue, minimal_pairs, tasks
+from babylm_jax.tasks import layout
+from babylm_jax.eval import clue, minimal_pairs
+from babylm_jax.tasks import registry as tasks
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 OFFICIAL = FIXTURES / "official_layout"  # what the official prepare_chinese_data.py writes, from our fixtures' items
@@ -76,8 +77,9 @@ def test_prepared_clue_rows_with_bad_labels_name_file_and_line(tmp_path):
 
 
 def test_leakage_and_unk_audit_read_the_official_layout():
-    from babylm_jax.data import leakage, unk_audit
-    from babylm_jax.data.tokenizer import CharTokenizer
+    from babylm_jax.tasks import leakage
+    from babylm_jax.tasks import unk_audit
+    from babylm_jax.corpus.tokenizer import CharTokenizer
 
     official = set(leakage.iter_eval_items(OFFICIAL))
     ours = {item for item in set(leakage.iter_eval_items(FIXTURES / "clue")) | set(leakage.iter_eval_items(

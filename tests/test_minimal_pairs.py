@@ -7,11 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.data.tokenizer import CharTokenizer
-from babylm_jax.eval import minimal_pairs, scoring, tasks
+from babylm_jax.corpus.tokenizer import CharTokenizer
+from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.tasks import registry as tasks
 from babylm_jax.eval.settings import ScoringSettings, default_settings
 from babylm_jax.model.transformer import ModelConfig, Transformer
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.model.loaded import LoadedModel
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import layers, objectives
-from babylm_jax.model.transformer import ModelConfig, Transformer, stack_layer_params, unstack_layer_params
+from babylm_jax.model.transformer import ModelConfig, Transformer
+from fixtures.layer_params import stack_layer_params, unstack_layer_params
 
 V, L = 50, 12
 SPECIAL = (0, 1, 2, 3, 4, 5, 6)
@@ -268,3 +269,9 @@ def test_masking_rate_and_whole_words():
     changed = corrupted[masked]
     assert (changed == 4).mean() == pytest.approx(0.8, abs=0.05)
     np.testing.assert_array_equal(corrupted[~masked], np.asarray(tokens)[~masked])
+
+
+def test_the_export_states_the_norm_epsilon_of_both_norms():
+    from babylm_jax.hf import hf_config
+
+    assert layers.RMSNorm.eps == layers.LayerNorm.eps == hf_config.NORM_EPS

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from babylm_jax.progress import elapsed
+from babylm_jax.core.progress import elapsed
 
 
 def test_elapsed_ticks_and_stops_even_on_error(capsys):

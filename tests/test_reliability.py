@@ -46,12 +46,13 @@ import pytest
 from conftest import tiny_config
 from fixtures.cli import user_error
 
-from babylm_jax import atomic, evaluate, prepare
-from babylm_jax.data import tokenizer as tokenizer_lib
+from babylm_jax import evaluate, prepare
+from babylm_jax.core import atomic
+from babylm_jax.corpus import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
-from babylm_jax.data.prepare import prepare_corpus
+from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.training import checkpoint, trainer
-from babylm_jax.workdir import WorkdirError, workdir_lock
+from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
 
 def read_train_losses(workdir) -> list[tuple[int, float]]:
@@ -212,7 +213,7 @@ def test_atomic_files_and_folders_take_the_users_umask(tmp_path):
 
 WORKERS_SCRIPT = """
 import os, sys, time
-from babylm_jax.data.workers import run_tasks
+from babylm_jax.core.workers import run_tasks
 
 def record_and_wait(path):
     with open(path, "a") as f:
@@ -309,8 +310,8 @@ def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
 def test_a_truncated_jsonl_gz_is_a_bad_line(policy, tmp_path):
     import gzip
 
-    from babylm_jax.data import corpus
-    from babylm_jax.data.config import DataConfig
+    from babylm_jax.corpus import sources as corpus
+    from babylm_jax.config.data import DataConfig
 
     rows = "".join(json.dumps({"text": f"第{i}篇文章讲的是今天天气很好。"}, ensure_ascii=False) + "\n" for i in range(400))
     path = tmp_path / "corpus" / "docs.jsonl.gz"

@@ -1,9 +1,11 @@
 """One home for the field names of the task files: every reader and the task registry agree with it."""
 import json
 
-from babylm_jax.data import leakage, task_formats
+from babylm_jax.tasks import leakage
+from babylm_jax.tasks import formats as task_formats
 from babylm_jax.eval import clue, minimal_pairs
-from babylm_jax.eval.tasks import TASKS
+from babylm_jax.tasks import registry
+from babylm_jax.tasks.registry import TASKS
 
 
 def test_hanzi_rows_read_in_either_shape(tmp_path):
@@ -26,7 +28,12 @@ def test_registry_folders_match_the_formats():
     zero_shot = [spec for spec in TASKS.values() if spec.track == "zero_shot"]
     assert len(zero_shot) == 6
     for spec in zero_shot:
-        assert task_formats.pair_format_of_folder(spec.name) == spec.pair_format
+        assert registry.task_of_folder(spec.name) is spec and spec.pair_format in task_formats.PAIR_FORMATS
+    assert registry.task_of_folder("hanzi_pinyin_extra").name == "hanzi_pinyin"
+    assert registry.task_of_folder("cogbench").name == "word_fmri" and registry.task_of_folder("clue") is None
+    assert registry.official_tasks("finetune") == ("afqmc", "ocnli", "tnews", "cluewsc2020")
+    assert registry.official_tasks("zero_shot") == ("zhoblimp", "hanzi_structure", "hanzi_pinyin")
+    assert registry.official_tasks("fmri") == ("word_fmri", "fmri")
     finetune = {spec.name for spec in TASKS.values() if spec.track == "finetune"}
     assert finetune == set(task_formats.FINETUNE_FORMATS) | {"c3"} == set(clue.TASK_NAMES)
 

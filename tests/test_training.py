@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.data import pipeline
+from babylm_jax.corpus import pipeline
 from babylm_jax.training import checkpoint, run, trainer
 from babylm_jax.training.state import build_model
 

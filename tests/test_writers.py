@@ -10,7 +10,8 @@ from fixtures import wandb_log
 from fixtures.cli import user_error
 
 from babylm_jax import evaluate, train
-from babylm_jax.training import trainer, writers
+from babylm_jax.core import rundir, writers
+from babylm_jax.training import trainer
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
 pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")
@@ -74,7 +75,7 @@ def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny
         compared = {key for key in expected if same(key)}
         assert {k: found[k][0] for k in compared} == pytest.approx({k: expected[k] for k in compared}, rel=1e-6)
     assert len(wandb_scalars(tmp_path)[1]) == 1, "the resumed run must continue the same W&B run id"
-    state = json.loads((tmp_path / writers.WANDB_RUN_FILE).read_text())
+    state = json.loads((tmp_path / rundir.WANDB_RUN).read_text())
     assert state["step"] == 30
 
 

@@ -4,10 +4,10 @@ Every task becomes a `ClueTask`: train and dev lists of `Example`s whose `choice
 text segments of each input row. A classification example has one row and a label in
 0..num_labels-1; a multiple-choice example has one row per option and the label is the
 index of the right option. `encode_split` turns them into token ids framed as the model
-family trains (`data.framing`), truncating over-long rows and counting them.
+family trains (`core.vocab`), truncating over-long rows and counting them.
 
 Files (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`; the field
-names live in data/task_formats.py:
+names live in tasks/formats.py:
 - afqmc: train.json / dev.json, `sentence1, sentence2, label ("0"/"1")`.
 - ocnli: train.json / dev.json, `sentence1, sentence2, label` (label "-" rows are dropped).
 - tnews: train.json / dev.json, `label (code 100..116), label_desc, sentence, keywords, id`.
@@ -17,9 +17,9 @@ names live in data/task_formats.py:
 - diagnostic_nli: the .json/.jsonl file(s) of the folder, `sentence1, sentence2, label,
   phenomenon`; trained on ocnli/train.json.
 
-In the official pipeline's layout (`data.layout`), afqmc, ocnli, tnews and cluewsc2020 are
+In the official pipeline's layout (`tasks.layout`), afqmc, ocnli, tnews and cluewsc2020 are
 read from `full_eval/clue/<task>.{train,valid}.jsonl` as its preparation writes them
-(`task_formats.PREPARED_FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
+(`formats.FINETUNE_FORMATS`): cluewsc2020's spans at the top level, each label
 already the integer id in the order below (ocnli 0 neutral, 1 entailment, 2 contradiction,
 -1 rows dropped; tnews codes mapped to 0..14; cluewsc2020 0 true, 1 false); diagnostic_nli
 then trains on `ocnli.train.jsonl`.
@@ -27,20 +27,20 @@ then trains on `ocnli.train.jsonl`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any, Callable
 
 import numpy as np
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_FINETUNE_FORMATS,
-                                          PREPARED_UNLABELLED, PREPARED_WSC_SPANS, WSC_TARGET, RowFields)
-from babylm_jax.data import layout
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.jsonl import read_json, read_jsonl
+from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
+                                      WSC_TARGET, RowFields)
+from babylm_jax.tasks import layout
+from babylm_jax.tasks.registry import get_task, task_names
+from babylm_jax.corpus.tokenizer import Tokenizer
 
-TASK_NAMES = ("afqmc", "ocnli", "tnews", "cluewsc2020", "c3", "diagnostic_nli")
+TASK_NAMES = task_names("finetune")
 
 # Label names in id order, as the official pipeline (Hugging Face `clue`) numbers them.
 AFQMC_LABELS = ("0", "1")
@@ -127,7 +127,7 @@ def _text_row(fields: RowFields, label_names: tuple[str, ...],
 
 def _prepared_row(name: str, label_names: tuple[str, ...]) -> Callable[[dict, str], Example | None]:
     """A row of the official preparation's `<task>.{train,valid}.jsonl`: flat fields, the label an integer id."""
-    fields = PREPARED_FINETUNE_FORMATS[name]
+    fields = FINETUNE_FORMATS[name]
 
     def make(row: dict, where: str) -> Example | None:
         label = _field(row, fields.label, where)
@@ -161,12 +161,7 @@ def _wsc_row(row: dict, where: str) -> Example:
 
 def read_c3_file(path: pathlib.Path) -> list[Example]:
     """One multiple-choice example per question: rows (passage, question, option)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found")
-    try:
-        documents = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    documents = read_json(path, "the c3 files are one JSON list each")
     if not isinstance(documents, list):
         raise ValueError(f"{path}: expected a JSON list of [paragraphs, questions, id] items")
     examples = []
@@ -226,12 +221,13 @@ _LABELS = {"afqmc": AFQMC_LABELS, "ocnli": NLI_LABELS, "tnews": TNEWS_LABELS, "c
 
 def _split_reader(data_dir: pathlib.Path, name: str, split: str) -> tuple[pathlib.Path, Callable[[dict, str], Example | None]]:
     """The file of a CLUE task's split ("train"/"dev") and its row reader, in the layout found under `data_dir`."""
-    official = layout.official_clue_file(data_dir, name, split)
-    if official is not None:
-        return official, _prepared_row(name, _LABELS[name])
+    spec = get_task(name)
+    path = spec.split_file(data_dir, split)
+    if spec.official_clue and spec.in_official_layout(data_dir):
+        return path, _prepared_row(name, _LABELS[name])
     make = _wsc_row if name == "cluewsc2020" else _text_row(
         FINETUNE_FORMATS[name], _LABELS[name], OCNLI_DROPPED_LABEL if name == "ocnli" else None)
-    return data_dir / name / f"{split}.json", make
+    return path, make
 
 
 def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
@@ -252,7 +248,7 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
 
 
 def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[list[int], bool]:
-    """Token ids of one row framed as the family trains (`data.framing`), and whether it had to be truncated.
+    """Token ids of one row framed as the family trains (`core.vocab`), and whether it had to be truncated.
 
     mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [eos] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment

@@ -35,7 +35,6 @@ import numpy as np
 import scipy.io
 
 ROIS = ("Cognition", "Language", "Manipulation", "Memory", "Reward", "Vision")
-SPLITS = ("train", "dev", "test")
 _STORY = re.compile(r"^story_(\d+)\.txt$")
 _WORD_SUBJECT = re.compile(r"^(.+)_selected\.mat$")
 

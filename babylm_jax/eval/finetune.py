@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import pathlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -31,14 +31,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from babylm_jax.eval import clue
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
-from babylm_jax.loaded import LoadedModel, Params
+from babylm_jax.tasks.registry import TaskSpec
+from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.model.transformer import ModelConfig, Transformer, weight_decay_mask
-
-if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
 
 NEG_INF = -1e9  # score of a padded option slot
 

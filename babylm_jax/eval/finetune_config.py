@@ -25,9 +25,10 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
-from babylm_jax.atomic import atomic_write_text
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.tasks.registry import official_tasks
 
-OFFICIAL_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
+OFFICIAL_TASKS = official_tasks("finetune")  # the tasks config.yaml fine-tunes
 # config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing
 KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
         "seed": "seed"}
@@ -128,7 +129,7 @@ def config_text(settings: TaskSettings, model_path: str = "path/to/exported/mode
 
     config = {
         "models": [{"path": model_path, "backend": backend}],
-        "tasks": {"zero_shot": ["zhoblimp", "hanzi_structure", "hanzi_pinyin"], "cogbench": ["word_fmri", "fmri"],
+        "tasks": {"zero_shot": list(official_tasks("zero_shot")), "cogbench": list(official_tasks("fmri")),
                   "finetune": [t for t in settings if t in OFFICIAL_TASKS]},
         "eval_dir": eval_dir,
         "results_dir": "results",

@@ -46,7 +46,7 @@ Choices the description leaves open (each a setting in configs/eval.py, `fmri.wo
 from __future__ import annotations
 
 import pathlib
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import matplotlib.figure
 import numpy as np
@@ -56,10 +56,8 @@ from tqdm import tqdm
 from babylm_jax.eval import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FmriSettings, WordFmriSettings
-from babylm_jax.loaded import LoadedModel
-
-if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
+from babylm_jax.tasks.registry import TaskSpec
+from babylm_jax.model.loaded import LoadedModel
 
 
 def alphas(logspace: Sequence[float]) -> np.ndarray:

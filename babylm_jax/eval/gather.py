@@ -10,7 +10,7 @@ tasks without a result omitted).
 """
 from __future__ import annotations
 
-import argparse
+import itertools
 import csv
 import io
 import json
@@ -18,10 +18,13 @@ import math
 import pathlib
 from typing import Mapping, Sequence
 
-from babylm_jax.atomic import atomic_write_text
-from babylm_jax.eval import tasks as tasks_lib
+from absl import flags
 
-RESULTS_FILES = ("results.json", "eval/results.json")  # looked up in a RUN folder, in this order
+from babylm_jax.config import cli
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.tasks import registry as tasks_lib
 
 Results = dict[str, dict[str, float]]  # task -> {metric: value}
 
@@ -31,18 +34,15 @@ def find_results(run: str | pathlib.Path) -> pathlib.Path:
     run = pathlib.Path(run)
     if run.is_file():
         return run
-    for name in RESULTS_FILES:
-        if (run / name).is_file():
-            return run / name
-    raise FileNotFoundError(f"--gather {run}: no {' or '.join(RESULTS_FILES)} there")
+    found = rundir.find_results(run)
+    if found is None:
+        raise FileNotFoundError(f"--gather {run}: no {rundir.RESULTS} or {rundir.EVAL_RESULTS} there")
+    return found
 
 
 def read_results(path: pathlib.Path) -> Results:
     """A results.json in the official shape, checked (task -> {metric: number})."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    data = read_json(path, "rerun evaluate to rewrite it, or leave the run out")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object of task -> {{metric: value}}")
     for task, values in data.items():
@@ -144,11 +144,18 @@ def gather(run_paths: Sequence[str | pathlib.Path], output: str | pathlib.Path) 
     return written
 
 
+COMMAND = cli.Command("evaluate --gather", __doc__)
+_OUTPUT = flags.DEFINE_string("output", "gathered", "Folder for gather.csv, gather.md, leaderboard_<run>.json.",
+                              flag_values=COMMAND.flags)
+
+
 def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
-    parser = argparse.ArgumentParser(prog="python -m babylm_jax.evaluate --gather", description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="results.json, or a folder holding one (or eval/results.json)")
-    parser.add_argument("--output", default="gathered", help="folder for gather.csv, gather.md, leaderboard_<run>.json")
-    args = parser.parse_args(argv)
-    written = gather(args.runs, args.output)
+    """`argv`: what follows --gather, RUN [RUN ...] (a results.json, or a folder holding one or eval/results.json),
+    then options in the commands' grammar (`--output DIR`)."""
+    runs = list(itertools.takewhile(lambda arg: not arg.startswith("-"), argv))
+    COMMAND.parse([COMMAND.name, *argv[len(runs):]])
+    if not runs:
+        raise cli.UserError("--gather needs at least one RUN: a results.json, or a folder holding one")
+    written = gather(runs, _OUTPUT.value)
     print(f"[gather] wrote {', '.join(str(p) for p in written.values())}")
     return written

@@ -10,21 +10,19 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import PAIR_FORMATS, pair_fields
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.eval.settings import EvalSettings, ScoringSettings
-from babylm_jax.loaded import LoadedModel
-
-if TYPE_CHECKING:
-    from babylm_jax.eval.tasks import TaskSpec
+from babylm_jax.tasks.registry import TaskSpec
+from babylm_jax.model.loaded import LoadedModel
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
@@ -36,7 +34,7 @@ class Pair:
 
 
 def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | None = None) -> list[Pair]:
-    """Pairs from JSONL `files` in order (the first `limit` when given); fields as data/task_formats.py says.
+    """Pairs from JSONL `files` in order (the first `limit` when given); fields as tasks/formats.py says.
 
     Blank lines are skipped; a line that is not a JSON object, lacks a field, has an empty
     sentence or the same sentence twice raises ValueError naming the file and line. xcomps files without a UID field are one UID each
@@ -110,7 +108,7 @@ def pair_accuracy(
 
 def word_ids_for(tokenizer: Tokenizer, text: str, num_tokens: int) -> list[int]:
     """The jieba word index of each token of `text` (by the token's first character)."""
-    from babylm_jax.data.words import jieba_words
+    from babylm_jax.corpus.words import jieba_words
 
     ids, spans = tokenizer.encode_with_offsets(text)
     if len(ids) != num_tokens:

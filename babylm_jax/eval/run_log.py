@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import ml_collections
 
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.training import writers
+from babylm_jax.core import writers
 
 
 def check_run(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:

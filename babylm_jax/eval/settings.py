@@ -13,11 +13,12 @@ from typing import Any, Iterable, Mapping
 
 import ml_collections
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config import eval_defaults
+from babylm_jax.config.files import load_config_file
 from babylm_jax.eval import clue, cogbench, finetune_config, ridge
 from babylm_jax.model.transformer import ModelConfig
 
-DEFAULT_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "eval.py"  # the one home of the values
+DEFAULT_CONFIG = pathlib.Path(eval_defaults.__file__)  # the one home of the values, shipped in the package
 Rule = tuple[str, bool, str]  # (field, holds, what it must be)
 
 

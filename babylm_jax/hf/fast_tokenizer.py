@@ -10,7 +10,7 @@ dummy prefix, as our training sets them; a unigram with byte fallback also split
 characters no piece contains, so their byte pieces get per-character offsets as ours do.
 Special pieces written in the text ("[MASK]", "<s>") are read as special tokens, as
 transformers' fill-mask expects (our tokenizer reads them as plain text). Templates frame
-a text as the family trains (`data.framing`): causal `<s> A </s>` (pairs
+a text as the family trains (`core.vocab`): causal `<s> A </s>` (pairs
 `<s> A </s> B </s>`), mlm/hybrid `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
 character's span.
 
@@ -25,12 +25,12 @@ from typing import Any
 
 import sentencepiece as spm
 
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.tokenizer import SPECIAL_PIECES
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.vocab import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
 SPACE = "\u2581"
-SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.data.tokenizer fixes them
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokenizer fixes them
     f"{name}_token": (SPECIAL_PIECES[i], i) for name, i in SPECIAL_IDS.items()
 }
 

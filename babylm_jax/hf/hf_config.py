@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from babylm_jax.data.tokenizer import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
-from babylm_jax.model.transformer import FAMILIES, ModelConfig
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
+from babylm_jax.core.vocab import FAMILIES
+from babylm_jax.model import layers
+from babylm_jax.model.transformer import ModelConfig
 
 SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID, "mask": MASK_ID, "cls": CLS_ID, "sep": SEP_ID}
-NORM_EPS = 1e-6  # babylm_jax.model.layers norms
+NORM_EPS = layers.RMSNorm.eps  # the model's norms (RMSNorm and LayerNorm share it)
 REMOTE_CODE_FILES = ("configuration_babylm.py", "modeling_babylm.py")
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-BACKEND = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}
+from babylm_jax.core.vocab import OFFICIAL_BACKEND
+
 AUTO_CLASS = {"causal": "AutoModelForCausalLM", "mlm": "AutoModelForMaskedLM", "hybrid": "AutoModelForMaskedLM"}
 RECIPE_KEYS = (
     "num_steps", "batch_size", "seq_len", "optimizer", "learning_rate", "schedule", "warmup_steps",
@@ -82,7 +83,7 @@ def model_card(
         f"tokenizer = AutoTokenizer.from_pretrained(path{trust})",
         f"model = {AUTO_CLASS[family]}.from_pretrained(path{trust})",
         "```",
-        f"Official evaluation pipeline backend: `--backend {BACKEND[family]}`.",
+        f"Official evaluation pipeline backend: `--backend {OFFICIAL_BACKEND[family]}`.",
         "",
     ]
     return "\n".join(lines)

@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from babylm_jax.core.vocab import FAMILIES
 from babylm_jax.model import layers
 
-FAMILIES = ("causal", "mlm", "hybrid")
 REMAT_POLICIES = {
     "none": None,
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -208,23 +208,6 @@ class Transformer(nn.Module):
     ) -> jax.Array:
         hidden_BxLxD, _ = self.encode(tokens_BxL, segment_ids_BxL, positions_BxL, causal, deterministic)
         return self.project(hidden_BxLxD)
-
-
-def stack_layer_params(params: dict, num_layers: int) -> dict:
-    """Converts looped params (`layers_0`, ...) into the `nn.scan` layout (`layers`, leading axis N); unboxed."""
-    inner = dict(nn.meta.unbox(params)["params"])
-    per_layer = [inner.pop(f"layers_{i}") for i in range(num_layers)]
-    inner["layers"] = jax.tree.map(lambda *xs: jnp.stack(xs), *per_layer)
-    return {**params, "params": inner}
-
-
-def unstack_layer_params(params: dict, num_layers: int) -> dict:
-    """Converts `nn.scan` params (`layers`, leading axis N) into the looped layout; unboxed."""
-    inner = dict(nn.meta.unbox(params)["params"])
-    stacked = inner.pop("layers")
-    for i in range(num_layers):
-        inner[f"layers_{i}"] = jax.tree.map(lambda x, i=i: x[i], stacked)
-    return {**params, "params": inner}
 
 
 def weight_decay_mask(params: Any) -> Any:

@@ -22,13 +22,13 @@ import orbax.checkpoint as ocp
 import tensorstore as ts
 from absl import logging
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data.jsonl import read_json
-from babylm_jax.data.tokenizer import load_tokenizer
-from babylm_jax.loaded import LoadedModel
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training.state import TrainState, abstract_state
 
-CONFIG_FILE = "config.json"
 CORRUPT_DIR = "checkpoints_corrupt"
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay")
@@ -59,14 +59,9 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def _saved_config(workdir: str) -> tuple[dict, str] | None:
     """The run's config as saved (config.json, else the newest checkpoint's copy) and where it came from."""
-    path = os.path.join(workdir, CONFIG_FILE)
+    path = os.path.join(workdir, rundir.CONFIG)
     if os.path.exists(path):
         saved = read_json(path, "restore it, or delete it to resume with the config the checkpoints hold")
         if not isinstance(saved, dict):
@@ -75,7 +70,7 @@ def _saved_config(workdir: str) -> tuple[dict, str] | None:
     for step, root in sorted(checkpoint_steps(workdir).items(), reverse=True):
         meta_path = os.path.join(root, str(step), "meta", "metadata")
         try:
-            saved = _read_json(meta_path).get("config")
+            saved = read_json(meta_path, "a damaged checkpoint").get("config")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(saved, dict):
@@ -115,11 +110,11 @@ def _normal(value: Any) -> Any:
 
 def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     """Saves the config as the run's config.json (after `check_config` and a successful restore)."""
-    atomic_write_json(os.path.join(workdir, CONFIG_FILE), json.loads(config.to_json_best_effort()))
+    atomic_write_json(os.path.join(workdir, rundir.CONFIG), json.loads(config.to_json_best_effort()))
 
 
 def load_config(workdir: str) -> ml_collections.ConfigDict:
-    path = os.path.join(workdir, CONFIG_FILE)
+    path = os.path.join(workdir, rundir.CONFIG)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
     saved = read_json(path, "restore the run's config.json (train writes it at the start)")
@@ -206,7 +201,7 @@ def check_state_shapes(state_dir: str, target: TrainState) -> None:
     """Raises CheckpointError when the saved arrays have other names or shapes than `target`
     (a checkpoint of another model config), CorruptCheckpoint when their metadata is unreadable."""
     try:
-        tree = _read_json(os.path.join(state_dir, "_METADATA"))["tree_metadata"]
+        tree = read_json(os.path.join(state_dir, "_METADATA"), "a damaged checkpoint")["tree_metadata"]
         saved_names = {
             ".".join(str(k["key"]) for k in v["key_metadata"])
             for v in tree.values() if v["value_metadata"]["value_type"] != "None"
@@ -252,9 +247,9 @@ class Checkpointer:
     def __init__(self, workdir: str, max_to_keep: int):
         self.workdir = os.path.abspath(workdir)
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True)
-        self.rolling = ocp.CheckpointManager(os.path.join(self.workdir, "checkpoints"), options=options)
+        self.rolling = ocp.CheckpointManager(os.path.join(self.workdir, rundir.CHECKPOINTS), options=options)
         self.milestones = ocp.CheckpointManager(
-            os.path.join(self.workdir, "milestones"),
+            os.path.join(self.workdir, rundir.MILESTONES),
             options=ocp.CheckpointManagerOptions(create=True, cleanup_tmp_directories=True),
         )
 
@@ -273,7 +268,7 @@ class Checkpointer:
         Raises CorruptCheckpoint for a damaged checkpoint and CheckpointError for one made
         by another model config; the iterator is only moved once everything has been read.
         """
-        step_dir = os.path.join(self.workdir, "checkpoints", str(step))
+        step_dir = os.path.join(self.workdir, rundir.CHECKPOINTS, str(step))
         for item in ("state", "data", "meta"):
             if not os.path.isdir(os.path.join(step_dir, item)):
                 raise CorruptCheckpoint(f"{item}/ is missing")
@@ -305,7 +300,7 @@ class Checkpointer:
         valid, or at the first damaged one when not `move_damaged` (processes of a multi-process
         run cannot agree on which to skip).
         """
-        root = os.path.join(self.workdir, "checkpoints")
+        root = os.path.join(self.workdir, rundir.CHECKPOINTS)
         steps = sorted((int(n) for n in os.listdir(root) if n.isdigit()), reverse=True) if os.path.isdir(root) else []
         moved = []
         for step in steps:
@@ -341,7 +336,7 @@ class Checkpointer:
 def checkpoint_steps(workdir: str) -> dict[int, str]:
     """step -> the directory (rolling or milestone) holding it."""
     found: dict[int, str] = {}
-    for sub in ("milestones", "checkpoints"):
+    for sub in (rundir.MILESTONES, rundir.CHECKPOINTS):
         root = os.path.join(workdir, sub)
         if os.path.isdir(root):
             for name in os.listdir(root):
@@ -385,7 +380,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
     """Loads a run's config, tokenizer and params (EMA params when the run kept them)."""
     workdir = os.path.abspath(workdir)
     config = load_config(workdir)
-    tokenizer_dir = os.path.join(workdir, "tokenizer")
+    tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
     if not os.path.isdir(tokenizer_dir):
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")
     root, step = _find_step(workdir, step)

@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from babylm_jax.atomic import atomic_write, atomic_write_text
+from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.model.transformer import ModelConfig
 from babylm_jax.training import curricula
 

@@ -13,12 +13,13 @@ import ml_collections
 import optax
 from jax.experimental import multihost_utils
 
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.pipeline import TrainData, build_train_data
-from babylm_jax.data.prepare import prepare_corpus
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.pipeline import TrainData, build_train_data
+from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import optim, sharding, writers
+from babylm_jax.core import writers
+from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
 from babylm_jax.training.state import TrainState, build_model, sharded_init

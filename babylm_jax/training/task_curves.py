@@ -22,7 +22,8 @@ import ml_collections
 import numpy as np
 from jax.experimental import multihost_utils
 
-from babylm_jax.eval import minimal_pairs, scoring, tasks
+from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.tasks import registry as tasks
 from babylm_jax.model.transformer import Transformer
 
 

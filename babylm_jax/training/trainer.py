@@ -25,16 +25,17 @@ import optax
 from jax.experimental import multihost_utils
 from tqdm import tqdm
 
-from babylm_jax.atomic import atomic_write_json
+from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
-from babylm_jax.training import optim, sharding, writers
+from babylm_jax.core import rundir, writers
+from babylm_jax.training import optim, sharding
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
-from babylm_jax.workdir import workdir_lock
+from babylm_jax.core.rundir import workdir_lock
 from babylm_jax.training.state import TrainState
 from babylm_jax.training.task_curves import TaskCurves
 
@@ -266,7 +267,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
 
 def _budget(workdir: str) -> dict:
     """budget.json of the run (prepare writes it), or {} when there is none."""
-    path = os.path.join(workdir, "budget.json")
+    path = os.path.join(workdir, rundir.BUDGET)
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:

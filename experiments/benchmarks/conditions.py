@@ -25,7 +25,7 @@ from typing import Callable
 import jax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from babylm_jax.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
 from babylm_jax.training.metrics import measure_matmul_peak  # noqa: E402
 
 # Idle peaks measured by hand where no cache exists yet (2048^2 float32 probe, nothing else

@@ -23,10 +23,15 @@ import optax
 from flax.linen import meta
 
 from conditions import Conditions
-from babylm_jax.config_files import load_config_file
-from babylm_jax.data import cache_keys, counting, pipeline, prepare, token_cache, workers
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.framing import framing_for
+from babylm_jax.config.files import load_config_file
+from babylm_jax.corpus import cache_keys
+from babylm_jax.corpus import counting
+from babylm_jax.corpus import pipeline
+from babylm_jax.corpus import prepare
+from babylm_jax.corpus import token_cache
+from babylm_jax.core import workers
+from babylm_jax.config.data import DataConfig
+from babylm_jax.core.vocab import framing_for
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import ModelConfig, Transformer
 

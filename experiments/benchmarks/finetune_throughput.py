@@ -43,7 +43,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import configs.base  # noqa: E402
 import configs.eval  # noqa: E402
 from conditions import Conditions  # noqa: E402
-from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
+from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import clue, finetune  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
 

@@ -38,10 +38,11 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conditions import Conditions  # noqa: E402
-from babylm_jax.config_files import load_config_file  # noqa: E402
-from babylm_jax.data.framing import framing_for  # noqa: E402
-from babylm_jax.data.tokenizer import CharTokenizer  # noqa: E402
-from babylm_jax.eval import minimal_pairs, scoring, tasks  # noqa: E402
+from babylm_jax.config.files import load_config_file  # noqa: E402
+from babylm_jax.core.vocab import framing_for  # noqa: E402
+from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
+from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
 from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
 from babylm_jax.training import metrics  # noqa: E402

@@ -49,8 +49,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from conditions import Conditions  # noqa: E402
-from babylm_jax import cli  # noqa: E402
-from babylm_jax.data.tokenizer import MASK_ID, SPECIAL_PIECES  # noqa: E402
+from babylm_jax.config import cli  # noqa: E402
+from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, optim, run, sharding, state as state_lib, trainer  # noqa: E402
 

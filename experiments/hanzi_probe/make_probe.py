@@ -4,7 +4,7 @@
 
 Each row: sentence_good, sentence_bad, UID, phenomenon. The sentences use templates in the
 style of the official hanzi tasks (“汞”字上边的部分是“工”。, “伴”和“办”的声母、韵母和声调完全相同。)
-that babylm_jax.data.hanzi_facts never uses (PROBE_MARKERS; tests/test_hanzi_facts.py checks
+that babylm_jax.tools.hanzi_facts never uses (PROBE_MARKERS; tests/test_hanzi_facts.py checks
 it), so a model scores above chance only by knowing the facts. The bad sentence changes one
 character (or one tone) of the good one; characters come from the N most frequent GB 2312 hanzi.
 """
@@ -15,8 +15,8 @@ import json
 import pathlib
 import random
 
-from babylm_jax.atomic import atomic_write_text
-from babylm_jax.data import hanzi_lexicon
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.tools import hanzi_lexicon
 
 HERE = pathlib.Path(__file__).parent
 # Phrases that mark the probe's templates; none occurs in the generated facts.

@@ -10,9 +10,9 @@ import hashlib
 import json
 from typing import Any
 
-from babylm_jax.data import corpus
-from babylm_jax.data.config import DataConfig, TokenizerConfig
-from babylm_jax.data.framing import Framing
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.config.data import DataConfig, TokenizerConfig
+from babylm_jax.core.vocab import Framing
 
 CACHE_VERSION = 1
 

@@ -22,13 +22,12 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import ml_collections
 
-from babylm_jax.atomic import atomic_write, atomic_write_json
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write, atomic_write_json
 
 WRITERS = ("jsonl", "tensorboard", "wandb")
 EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # writer -> its package and setup.py extra
 WANDB_MODES = ("online", "offline", "disabled")
-TENSORBOARD_DIR = "tensorboard"
-WANDB_RUN_FILE = "wandb_run.json"
 
 
 def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
@@ -148,7 +147,7 @@ class WandbWriter:
     def __init__(self, workdir: str, settings: ml_collections.ConfigDict, config: Mapping[str, Any] | None):
         import wandb
 
-        self._state_path = os.path.join(workdir, WANDB_RUN_FILE)
+        self._state_path = os.path.join(workdir, rundir.WANDB_RUN)
         state = _read_state(self._state_path) or {"id": secrets.token_hex(6), "step": -1, "keys": []}
         self._held_step, self._held_keys = state["step"], set(state["keys"])  # what W&B had when we started
         self._state = state
@@ -230,7 +229,7 @@ def open_writers(jsonl: Any, workdir: str, config: ml_collections.ConfigDict, st
     resolved = json.loads(config.to_json_best_effort())
     others: list[Writer] = []
     if "tensorboard" in names:
-        logdir = config.train.tensorboard.logdir or os.path.join(workdir, TENSORBOARD_DIR)
+        logdir = config.train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD)
         others.append(TensorBoardWriter(logdir, start_step, resolved if start_step == 0 else None))
     if "wandb" in names:
         others.append(WandbWriter(workdir, config.train.wandb, resolved))
@@ -242,7 +241,7 @@ def reopen_writers(workdir: str, config: ml_collections.ConfigDict) -> list[Writ
     names = chosen_writers(config.train)
     found: list[Writer] = []
     if "tensorboard" in names:
-        found.append(TensorBoardWriter(config.train.tensorboard.logdir or os.path.join(workdir, TENSORBOARD_DIR),
+        found.append(TensorBoardWriter(config.train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD),
                                        None, None))
     if "wandb" in names:
         found.append(WandbWriter(workdir, config.train.wandb, None))

@@ -1,6 +1,6 @@
 """Character facts as a training corpus: short Chinese sentences about how hanzi sound and are built.
 
-    python -m babylm_jax.data.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
+    python -m babylm_jax.tools.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
                                           [--words N | --share X [--budget B]] [--seed S]
 
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
@@ -18,18 +18,20 @@ measures what a model knows, not which templates it memorised.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import random
-import sys
 from typing import Callable, Iterator, Sequence
 
 import tqdm
 
-from babylm_jax.atomic import atomic_dir
-from babylm_jax.data import hanzi_lexicon, words
-from babylm_jax.data.hanzi_lexicon import CharInfo, Lexicon
+from absl import flags
+
+from babylm_jax.config import cli
+from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.corpus import words
+from babylm_jax.tools.hanzi_lexicon import CharInfo, Lexicon
 
 OUTPUT_FILE = "hanzi_facts.jsonl"
 MANIFEST = "manifest.json"
@@ -339,34 +341,33 @@ def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int 
     return manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m babylm_jax.data.hanzi_facts", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="output directory (replaced atomically)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--characters", help="N most frequent GB 2312 hanzi (default 3500), or a file of characters")
-    which.add_argument("--from_workdir", help="the hanzi of this prepared run's corpus, most frequent first")
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--words", type=int, help="size in official jieba words (default: one pass)")
-    size.add_argument("--share", type=float, help="size as a share of --budget")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="word budget for --share / --words")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
+COMMAND = cli.Command("hanzi_facts", __doc__)
+_OUT = flags.DEFINE_string("out", None, "Output directory (replaced atomically).", flag_values=COMMAND.flags,
+                           required=True)
+_CHARACTERS = flags.DEFINE_string("characters", None, "N most frequent GB 2312 hanzi (default 3500), or a file of "
+                                  "characters.", flag_values=COMMAND.flags)
+_FROM_WORKDIR = flags.DEFINE_string("from_workdir", None, "The hanzi of this prepared run's corpus, most frequent "
+                                    "first.", flag_values=COMMAND.flags)
+_WORDS = flags.DEFINE_integer("words", None, "Size in official jieba words (default: one pass).",
+                              flag_values=COMMAND.flags)
+_SHARE = flags.DEFINE_float("share", None, "Size as a share of --budget.", flag_values=COMMAND.flags)
+_BUDGET = flags.DEFINE_integer("budget", DEFAULT_BUDGET, "Word budget for --share / --words.", flag_values=COMMAND.flags)
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the wordings.", flag_values=COMMAND.flags)
+flags.mark_flags_as_mutual_exclusive(["characters", "from_workdir"], flag_values=COMMAND.flags)
+flags.mark_flags_as_mutual_exclusive(["words", "share"], flag_values=COMMAND.flags)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        wanted = target_words(args.words, args.share, args.budget)
-        infos = select_characters(Lexicon(), args.characters, args.from_workdir)
-        manifest = write_facts(pathlib.Path(args.out), infos, wanted, args.seed, {
-            k: v for k, v in vars(args).items() if k != "out"})
-    except (FactsError, hanzi_lexicon.MissingExtraError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def main(argv: Sequence[str]) -> dict:
+    """Parses `argv` (program name first), writes the facts; returns the manifest."""
+    COMMAND.parse(argv)
+    settings = {name: COMMAND.flags[name].value for name in ("characters", "from_workdir", "words", "share", "budget", "seed")}
+    wanted = target_words(_WORDS.value, _SHARE.value, _BUDGET.value)
+    infos = select_characters(Lexicon(), _CHARACTERS.value, _FROM_WORKDIR.value)
+    manifest = write_facts(pathlib.Path(_OUT.value), infos, wanted, _SEED.value, settings)
     print(f"{manifest['documents']:,} documents, {manifest['words']:,} jieba words about "
-          f"{manifest['characters']:,} characters ({manifest['passes']:.2f} passes) -> {args.out}/{OUTPUT_FILE}")
-    return 0
+          f"{manifest['characters']:,} characters ({manifest['passes']:.2f} passes) -> {_OUT.value}/{OUTPUT_FILE}")
+    return manifest
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    COMMAND.run(main)

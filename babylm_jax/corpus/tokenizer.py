@@ -17,18 +17,16 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from babylm_jax.atomic import atomic_write_bytes
-from babylm_jax.data.jsonl import read_json
-from babylm_jax.progress import elapsed
+from babylm_jax.config.data import KINDS, REQUIRED_CHARACTERS
+from babylm_jax.core.atomic import atomic_write_bytes
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.progress import elapsed
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_PIECES, UNK_ID
 
 if TYPE_CHECKING:
-    from babylm_jax.data.config import TokenizerConfig
+    from babylm_jax.config.data import TokenizerConfig
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
-SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
 NUM_BYTES = 256
-KINDS = ("unigram", "bpe", "char")
-REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic")  # data.tokenizer.required_characters
 CJK_BASIC = (0x4E00, 0x9FFF)
 CJK_UNIFIED = (CJK_BASIC, (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x323AF))
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》…—·"  # required with any set: the hanzi tasks quote characters

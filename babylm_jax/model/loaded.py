@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import ml_collections
 
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 Params = Mapping[str, Any]  # the flax variables {"params": {...}}, host arrays

@@ -21,12 +21,12 @@ import shutil
 import numpy as np
 from absl import logging
 
-from babylm_jax.atomic import atomic_dir, atomic_write_json
-from babylm_jax.data.cache_integrity import file_records, problems
-from babylm_jax.data.counting import CorpusCache
-from babylm_jax.data.framing import Framing
-from babylm_jax.data.tokenizer import Tokenizer, load_tokenizer
-from babylm_jax.data.workers import num_workers, run_tasks
+from babylm_jax.core.atomic import atomic_dir, atomic_write_json
+from babylm_jax.corpus.cache_integrity import file_records, problems
+from babylm_jax.corpus.counting import CorpusCache
+from babylm_jax.core.vocab import Framing
+from babylm_jax.corpus.tokenizer import Tokenizer, load_tokenizer
+from babylm_jax.core.workers import num_workers, run_tasks
 
 _TOKENIZERS: dict[str, Tokenizer] = {}
 

@@ -1,6 +1,6 @@
 """Synthetic CogBench data in the official layout, with a planted signal and a known ceiling.
 
-    python -m babylm_jax.eval.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
+    python -m babylm_jax.tools.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
 
 writes `DIR/cogbench/` (score it with `python -m babylm_jax.evaluate ... --data_dir DIR
 --tasks word_fmri,fmri`) and `DIR/synth_truth.json`. Words and stories are real Chinese text:
@@ -20,18 +20,21 @@ in the shapes and dtypes the official code reads (`cogbench` checks them): word 
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
 import unicodedata
 import zlib
+from typing import Sequence
 
 import h5py
 import numpy as np
 import scipy.io
 
-from babylm_jax.atomic import atomic_dir, atomic_write_text
+from absl import flags
+
+from babylm_jax.config import cli
+from babylm_jax.core.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
 from babylm_jax.eval.settings import default_settings
 
@@ -52,7 +55,7 @@ def corpus_sentences(count: int, min_words: int = 8, max_words: int = 40) -> lis
     """The first `count` built-in corpus lines of `min_words`..`max_words` jieba words (no spaces)."""
     import jieba
 
-    from babylm_jax.data.builtin import builtin_files, strip_pos_tags
+    from babylm_jax.corpus.builtin import builtin_files, strip_pos_tags
 
     jieba.setLogLevel(60)
     out = []
@@ -192,18 +195,26 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
     return {"ceiling": float(np.mean(list(per_group.values()))), "per_roi_subject": per_group}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, type=pathlib.Path, help="writes OUT/cogbench/ and OUT/synth_truth.json")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--snr", type=float, default=1.0, help="signal variance / noise variance per voxel")
-    parser.add_argument("--latent_dim", type=int, default=8)
-    parser.add_argument("--with_test", action="store_true", help="also write a test split (scored instead of dev)")
-    args = parser.parse_args()
-    truth = generate(args.out, seed=args.seed, snr=args.snr, latent_dim=args.latent_dim, with_test=args.with_test)
-    print(f"wrote {args.out / 'cogbench'}; ceilings: word_fmri {truth['word_fmri']['ceiling']:.4f}, "
+COMMAND = cli.Command("fmri_synth", __doc__)
+_OUT = flags.DEFINE_string("out", None, "Writes OUT/cogbench/ and OUT/synth_truth.json.", flag_values=COMMAND.flags,
+                           required=True)
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed.", flag_values=COMMAND.flags)
+_SNR = flags.DEFINE_float("snr", 1.0, "Signal variance / noise variance per voxel.", flag_values=COMMAND.flags)
+_LATENT_DIM = flags.DEFINE_integer("latent_dim", 8, "Latent dimensions of the planted signal.",
+                                   flag_values=COMMAND.flags)
+_WITH_TEST = flags.DEFINE_boolean("with_test", False, "Also write a test split (scored instead of dev).",
+                                  flag_values=COMMAND.flags)
+
+
+def main(argv: Sequence[str]) -> dict:
+    """Parses `argv` (program name first), writes the data set; returns the planted truth."""
+    COMMAND.parse(argv)
+    out = pathlib.Path(_OUT.value)
+    truth = generate(out, seed=_SEED.value, snr=_SNR.value, latent_dim=_LATENT_DIM.value, with_test=_WITH_TEST.value)
+    print(f"wrote {out / 'cogbench'}; ceilings: word_fmri {truth['word_fmri']['ceiling']:.4f}, "
           f"fmri {truth['fmri']['ceiling']:.4f}")
+    return truth
 
 
 if __name__ == "__main__":
-    main()
+    COMMAND.run(main)

@@ -1,4 +1,4 @@
-"""One run at a time per workdir: an advisory lock naming its holder, and leftovers cleared.
+"""A run's workdir: the name of every file and folder in it, one run at a time, leftovers cleared.
 
     with workdir_lock(workdir, "train"):
         ...
@@ -17,9 +17,23 @@ import pathlib
 import shutil
 from typing import Iterator
 
-from babylm_jax.atomic import is_leftover
+from babylm_jax.core.atomic import is_leftover
 
 LOCK_FILE = ".lock"
+CONFIG = "config.json"  # the run's resolved config
+BUDGET = "budget.json"  # jieba word counts against the budget
+DATA_STATS = "data_stats.json"
+LEAKAGE = "leakage.json"  # evaluation items found in the training text (prepare --data_dir)
+UNK_AUDIT = "unk_audit.json"
+TOKENIZER = "tokenizer"  # the tokenizer the run trains with
+DATA = "data"  # the corpus and token caches
+CHECKPOINTS = "checkpoints"
+MILESTONES = "milestones"  # word-milestone checkpoints
+RESULTS = "results.json"  # evaluate's official-shape results
+EVAL_RESULTS = f"eval/{RESULTS}"  # evaluate's default --output under the workdir
+TENSORBOARD = "tensorboard"  # train.writers "tensorboard": the run's event files
+WANDB = "wandb"  # train.writers "wandb": W&B's own folder of the run
+WANDB_RUN = "wandb_run.json"  # the W&B run id and the last step it holds
 
 
 class WorkdirError(ValueError):
@@ -59,7 +73,7 @@ def workdir_lock(workdir: str | os.PathLike, command: str) -> Iterator[None]:
 
 
 # Folders that only train and prepare write to (eval/ and exports may be written meanwhile by others).
-OWNED_FOLDERS = ("checkpoints", "milestones", "data")
+OWNED_FOLDERS = (CHECKPOINTS, MILESTONES, DATA)
 
 
 def remove_leftovers(workdir: str | os.PathLike) -> list[pathlib.Path]:
@@ -82,3 +96,11 @@ def remove_leftovers(workdir: str | os.PathLike) -> list[pathlib.Path]:
                 path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def find_results(folder: str | os.PathLike) -> pathlib.Path | None:
+    """The results.json of a run: `folder`'s own (an evaluate --output folder), else its eval/results.json."""
+    for name in (RESULTS, EVAL_RESULTS):
+        if (pathlib.Path(folder) / name).is_file():
+            return pathlib.Path(folder) / name
+    return None

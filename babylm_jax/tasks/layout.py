@@ -9,7 +9,7 @@
               (afqmc, ocnli, tnews, cluewsc2020), cogbench-fmri-0415/{train,dev,test}/
 
 A data directory holding `full_eval/` or `cogbench-fmri-0415/` is read in the official
-layout. Tasks the official download does not hold (xcomps_zh, the hidden hanzi sets, c3,
+layout; each task's folder in it is its registry entry's `official_dir`. Tasks the official download does not hold (xcomps_zh, the hidden hanzi sets, c3,
 diagnostic_nli) are looked up in our folders under the same directory in either layout.
 """
 from __future__ import annotations
@@ -18,17 +18,10 @@ import pathlib
 
 OURS = "ours"
 OFFICIAL = "official"
-OFFICIAL_MARKERS = ("full_eval", "cogbench-fmri-0415")
-OFFICIAL_CLUE_TASKS = ("afqmc", "ocnli", "tnews", "cluewsc2020")
+OFFICIAL_CLUE_DIR = "full_eval/clue"  # the official CLUE tasks' files: <task>.{train,valid}.jsonl
+OFFICIAL_FMRI_DIR = "cogbench-fmri-0415"
+OFFICIAL_MARKERS = ("full_eval", OFFICIAL_FMRI_DIR)
 OFFICIAL_SPLITS = {"train": "train", "dev": "valid"}  # our split name -> the official file's
-_OFFICIAL_DIRS = {
-    "zhoblimp": "full_eval/zhoblimp",
-    "hanzi_structure": "full_eval/hanzi_structure",
-    "hanzi_pinyin": "full_eval/hanzi_pinyin",
-    **{name: "full_eval/clue" for name in OFFICIAL_CLUE_TASKS},
-    "word_fmri": "cogbench-fmri-0415",
-    "fmri": "cogbench-fmri-0415",
-}
 
 
 def detect(data_dir: str | pathlib.Path) -> str:
@@ -59,24 +52,3 @@ def task_folders(data_dir: str | pathlib.Path) -> list[tuple[str, pathlib.Path]]
     if detect(data_dir) == OFFICIAL and (data_dir / "full_eval").is_dir():
         folders += [(p.name, p) for p in sorted((data_dir / "full_eval").iterdir()) if p.is_dir()]
     return folders
-
-
-def official_clue_task(path: pathlib.Path) -> str | None:
-    """The task of a full_eval/clue/<task>.<split>.jsonl file, else None."""
-    task = path.name.split(".")[0]
-    return task if path.parent.name == "clue" and task in OFFICIAL_CLUE_TASKS else None
-
-
-def official_location(data_dir: str | pathlib.Path, task: str) -> pathlib.Path | None:
-    """The task's folder when `data_dir` is in the official layout and the download holds the task; else None."""
-    if task in _OFFICIAL_DIRS and detect(data_dir) == OFFICIAL:
-        return pathlib.Path(data_dir) / _OFFICIAL_DIRS[task]
-    return None
-
-
-def official_clue_file(data_dir: str | pathlib.Path, task: str, split: str) -> pathlib.Path | None:
-    """full_eval/clue/<task>.<train|valid>.jsonl in the official layout; None otherwise."""
-    folder = official_location(data_dir, task)
-    if folder is None or task not in OFFICIAL_CLUE_TASKS:
-        return None
-    return folder / f"{task}.{OFFICIAL_SPLITS[split]}.jsonl"

@@ -9,17 +9,17 @@ Evaluation items come from the task files under a data directory (see `iter_eval
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.data import corpus, layout
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import text_fields
-from babylm_jax.data.workers import chunks_by_chars
+from babylm_jax.core.text import Normalizer
+from babylm_jax.tasks import layout
+from babylm_jax.core.jsonl import read_json, read_jsonl
+from babylm_jax.tasks.registry import official_clue_task, text_fields
+from babylm_jax.core.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)
@@ -37,10 +37,10 @@ def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
 def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     """(task, text) for every evaluation text found under `data_dir`.
 
-    Reads the text fields (task_formats.text_fields) of the minimal-pair folders (zhoblimp/,
+    Reads the text fields (registry.text_fields) of the minimal-pair folders (zhoblimp/,
     xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
     of [paragraphs, questions, id]). Folders named *excluded* are skipped. The official
-    layout's full_eval/ folders are read too (`data.layout`), full_eval/clue/ file by file.
+    layout's full_eval/ folders are read too (`tasks.layout`), full_eval/clue/ file by file.
     """
     data_dir = pathlib.Path(data_dir)
     if not data_dir.is_dir():
@@ -48,7 +48,7 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     for task, folder in layout.task_folders(data_dir):
         if task == "clue" and folder.parent.name == "full_eval":
             for path in _task_files(folder):
-                clue_task = layout.official_clue_task(path)
+                clue_task = official_clue_task(path)
                 for _, row in read_jsonl(path) if clue_task else ():
                     for field in text_fields(clue_task):
                         if isinstance(row.get(field), str):
@@ -56,7 +56,7 @@ def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
             continue
         if task == "c3":
             for path in _task_files(folder):
-                for entry in json.loads(path.read_text(encoding="utf-8")):
+                for entry in read_json(path, "the c3 files are one JSON list each"):
                     for line in entry[0]:
                         yield task, line
             continue
@@ -126,7 +126,7 @@ def _joined_hashes(texts: list[str], ngram: int):
 class LeakDetector:
     """Hash sets of the evaluation items; also the line filter used to drop leaked lines."""
 
-    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize: corpus.Normalizer):
+    def __init__(self, items: list[tuple[str, str]], ngram: int, normalize: Normalizer):
         self.ngram = ngram
         self.normalize = normalize
         self.tasks = sorted({task for task, _ in items})
@@ -138,7 +138,7 @@ class LeakDetector:
         self.fingerprint = {"ngram": ngram, "items": len(items), "sentences": _digest(self.sentence_set), "grams": _digest(self.gram_set)}
 
     @classmethod
-    def from_data_dir(cls, data_dir, ngram: int, normalize: corpus.Normalizer) -> "LeakDetector":
+    def from_data_dir(cls, data_dir, ngram: int, normalize: Normalizer) -> "LeakDetector":
         return cls(list(iter_eval_items(data_dir)), ngram, normalize)
 
     def keep_lines(self, lines: list[str]) -> np.ndarray:

@@ -15,14 +15,15 @@ import os
 import pathlib
 import shutil
 
-from babylm_jax.atomic import atomic_dir
-from babylm_jax.data import budget
-from babylm_jax.data.cache_keys import token_cache_key, tokenizer_key
-from babylm_jax.data.config import DataConfig, TokenizerConfig
-from babylm_jax.data.counting import CorpusCache, count_corpus
-from babylm_jax.data.framing import framing_for
-from babylm_jax.data.token_cache import TokenCache, tokenize_corpus
-from babylm_jax.data.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.corpus import budget
+from babylm_jax.corpus.cache_keys import token_cache_key, tokenizer_key
+from babylm_jax.config.data import DataConfig, TokenizerConfig
+from babylm_jax.corpus.counting import CorpusCache, count_corpus
+from babylm_jax.core.vocab import framing_for
+from babylm_jax.corpus.token_cache import TokenCache, tokenize_corpus
+from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
 
 
@@ -41,7 +42,7 @@ def line_filter_from_config(data_config: DataConfig):
     """The leakage line filter when `data.leakage.drop` is on, else None."""
     if not data_config.leakage.drop:
         return None
-    from babylm_jax.data import leakage
+    from babylm_jax.tasks import leakage
 
     return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, data_config.leakage.ngram, data_config.normalize)
 
@@ -76,8 +77,8 @@ def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: Tokenize
 
 
 def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) -> None:
-    """Copies the tokenizer to <workdir>/tokenizer unless the same one is already there."""
-    target = workdir / "tokenizer"
+    """Copies the tokenizer to <workdir>/tokenizer/ unless the same one is already there."""
+    target = workdir / rundir.TOKENIZER
     stamp = target / "fingerprint.txt"
     if stamp.exists() and stamp.read_text() == key:
         return
@@ -94,9 +95,9 @@ def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
     check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
-    corpus = count_corpus(data_config, workdir / "data", line_filter)
+    corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)
     report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)
-    budget_path = workdir / "budget.json"
+    budget_path = workdir / rundir.BUDGET
     budget.enforce_budget(report, budget_path)
     key = tokenizer_key(corpus.root.name, data_config.tokenizer, vocab_size)
     tokenizer_dir = _train_or_load_tokenizer(corpus, key, data_config.tokenizer, vocab_size)

@@ -1,7 +1,8 @@
 """The field names of each evaluation task's files: one home for every reader.
 
 Read by the minimal-pair scorer (eval/minimal_pairs.py), the fine-tuning readers
-(eval/clue.py), the leakage check (data/leakage.py) and the UNK audit (data/unk_audit.py).
+(eval/clue.py), the leakage check (tasks/leakage.py) and the UNK audit (tasks/unk_audit.py);
+each task's format is named by its registry entry (tasks/registry.py).
 Files are one JSON object a line, except c3 (one JSON list a file).
 
 Minimal pairs: a good and a bad sentence, the UID that accuracy is macro-averaged over and
@@ -33,14 +34,6 @@ PAIR_FORMATS: dict[str, PairFields] = {
 }
 PREPARED_PAIRS = PairFields("sentence_good", "sentence_bad", "UID", "phenomenon")  # after the official preparation
 XCOMPS_UID_FIELDS = ("UID", "uid")  # xcomps rows may name their UID; files without one are one UID each
-PAIR_FOLDERS = {"zhoblimp": "zhoblimp", "xcomps_zh": "xcomps"}  # task folder -> format; hanzi_* folders: below
-
-
-def pair_format_of_folder(folder: str) -> str | None:
-    """The minimal-pair format of the files in task folder `folder` (hidden twins included), else None."""
-    if folder.startswith("hanzi_"):
-        return "hanzi_pinyin" if folder.startswith("hanzi_pinyin") else "hanzi_structure"
-    return PAIR_FOLDERS.get(folder)
 
 
 def pair_fields(format_name: str, row: Mapping) -> PairFields:
@@ -72,18 +65,8 @@ FINETUNE_FORMATS: dict[str, RowFields] = {
 WSC_TARGET = ("target", "span1_text", "span2_text")  # cluewsc2020: the object and its two spans
 # After the official preparation (full_eval/clue/<task>.{train,valid}.jsonl): the same texts with
 # cluewsc2020's spans flattened to the top level, every label an integer id (ocnli -1 = unlabelled).
-PREPARED_FINETUNE_FORMATS: dict[str, RowFields] = {
-    name: FINETUNE_FORMATS[name] for name in ("afqmc", "ocnli", "tnews", "cluewsc2020")
-}
 PREPARED_WSC_SPANS = ("span1_text", "span2_text")
 PREPARED_UNLABELLED = -1
 # c3: [[paragraph, ...], [{question, choice: [...], answer}, ...], id] per item of one JSON list
 C3_QUESTION_FIELDS = ("question", "choice", "answer")
 
-
-def text_fields(folder: str) -> tuple[str, ...]:
-    """The fields holding evaluation text in the line-JSON files of task folder `folder`; () when none."""
-    pair_format = pair_format_of_folder(folder)
-    if pair_format is not None:
-        return PAIR_FORMATS[pair_format].good, PAIR_FORMATS[pair_format].bad
-    return FINETUNE_FORMATS[folder].texts if folder in FINETUNE_FORMATS else ()

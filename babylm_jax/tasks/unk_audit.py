@@ -6,16 +6,25 @@ either `sentence_good` or `sentence_bad` contains the tokenizer's UNK.
 from __future__ import annotations
 
 import pathlib
+from typing import Protocol, Sequence
 
-from babylm_jax.data import layout
-from babylm_jax.data.jsonl import read_jsonl
-from babylm_jax.data.task_formats import pair_fields, pair_format_of_folder
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.tasks import layout
+from babylm_jax.tasks.formats import pair_fields
+from babylm_jax.tasks.registry import task_of_folder
+
+
+class Tokenizer(Protocol):
+    """What the audit needs of a tokenizer (corpus.tokenizer.Tokenizer has it)."""
+
+    unk_id: int | None
+
+    def encode(self, text: str) -> Sequence[int]: ...
 
 
 def hanzi_folders(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
-    """The hanzi_* task folders under `data_dir`, in either layout (`data.layout`)."""
-    return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_")]
+    """The hanzi_* task folders under `data_dir`, in either layout (`tasks.layout`)."""
+    return [folder for name, folder in layout.task_folders(data_dir) if name.startswith("hanzi_") and task_of_folder(name)]
 
 
 def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
@@ -25,7 +34,7 @@ def unk_audit(tokenizer: Tokenizer, data_dir: str | pathlib.Path) -> dict:
         items = unk_items = 0
         for path in sorted(folder.rglob("*.jsonl")):
             for number, row in read_jsonl(path):
-                fields = pair_fields(pair_format_of_folder(folder.name), row)
+                fields = pair_fields(task_of_folder(folder.name).pair_format, row)
                 if fields.good not in row or fields.bad not in row:
                     raise ValueError(f"{path}:{number}: expected fields {fields.good} and {fields.bad}")
                 items += 1

@@ -18,13 +18,14 @@ from typing import Any
 import grain
 import numpy as np
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data import packing
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.counting import CorpusCache
-from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.data.token_cache import TokenCache
-from babylm_jax.data.tokenizer import Tokenizer
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.corpus import packing
+from babylm_jax.config.data import DataConfig
+from babylm_jax.corpus.counting import CorpusCache
+from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.corpus.token_cache import TokenCache
+from babylm_jax.corpus.tokenizer import Tokenizer
 
 EVAL_SPLIT_SEED = 20250101  # fixed: the held-out documents do not depend on train.seed
 
@@ -117,5 +118,5 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
         "token_cache": str(tokens.directory),
     }
     if process_index == 0:
-        atomic_write_json(pathlib.Path(workdir) / "data_stats.json", stats)
+        atomic_write_json(pathlib.Path(workdir) / rundir.DATA_STATS, stats)
     return TrainData(prepared.tokenizer, train_iterator, eval_batches, stats)

@@ -10,7 +10,7 @@ pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
 sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
-`normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
+`core.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
 the file and line named, or is skipped with a warning when `data.on_bad_line = "skip"`.
 """
@@ -21,20 +21,15 @@ import gzip
 import json
 import logging
 import pathlib
-import re
-import unicodedata
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from babylm_jax.data import builtin
+from babylm_jax.corpus import builtin
 
 if TYPE_CHECKING:
-    from babylm_jax.data.config import DataConfig
+    from babylm_jax.config.data import DataConfig
 
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet", ".arrow")
-TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
-ON_BAD_LINE = ("stop", "skip")  # data.on_bad_line
-_SPACES = re.compile(r"[^\S\n]+")
 
 
 class CorpusError(ValueError):
@@ -281,46 +276,3 @@ def iter_raw_documents(sources: list[Source], data_config: DataConfig) -> Iterat
                     return
             if not found:
                 bad(path, 0, "empty file (no documents)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Normalizer:
-    """`data.normalize.*`, and a picklable callable text -> normalised text (see `normalize_document`)."""
-
-    nfkc: bool
-    to_simplified: bool
-    clean_whitespace: bool
-    drop_empty_lines: bool
-
-    def __call__(self, text: str) -> str:
-        return normalize_document(text, self)
-
-
-_T2S = None
-
-
-def _to_simplified(text: str) -> str:
-    global _T2S
-    if _T2S is None:
-        import opencc  # opencc-python-reimplemented
-
-        _T2S = opencc.OpenCC("t2s")
-    return _T2S.convert(text)
-
-
-def normalize_document(text: str, options: Normalizer) -> str:
-    """NFKC, traditional->simplified, whitespace clean-up and empty-line removal, as configured.
-
-    NUL and carriage returns are always removed.
-    """
-    text = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
-    if options.nfkc:
-        text = unicodedata.normalize("NFKC", text)
-    if options.to_simplified:
-        text = _to_simplified(text)
-    lines = text.split("\n")
-    if options.clean_whitespace:
-        lines = [_SPACES.sub(" ", line).strip() for line in lines]
-    if options.drop_empty_lines:
-        lines = [line for line in lines if line.strip()]
-    return "\n".join(lines)

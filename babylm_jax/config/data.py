@@ -12,9 +12,13 @@ import dataclasses
 import typing
 from typing import Any
 
-from babylm_jax.data.corpus import ON_BAD_LINE, TXT_DOCUMENTS, Normalizer
-from babylm_jax.data.packing import PACKINGS
-from babylm_jax.data.tokenizer import KINDS, REQUIRED_CHARACTERS
+from babylm_jax.core.text import Normalizer
+
+KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
+REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic")  # data.tokenizer.required_characters
+TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
+ON_BAD_LINE = ("stop", "skip")  # data.on_bad_line
+PACKINGS = ("concat", "first_fit")  # data.packing
 
 
 @dataclasses.dataclass(frozen=True)

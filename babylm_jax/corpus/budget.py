@@ -13,8 +13,8 @@ import pathlib
 
 import numpy as np
 
-from babylm_jax.atomic import atomic_write_json
-from babylm_jax.data.counting import CorpusCache
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.corpus.counting import CorpusCache
 
 
 class BudgetError(ValueError):

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from babylm_jax.data.token_cache import TokenCache
+from babylm_jax.config.data import PACKINGS
 
-PACKINGS = ("concat", "first_fit")
+if TYPE_CHECKING:
+    from babylm_jax.corpus.token_cache import TokenCache
+
 
 
 @dataclasses.dataclass

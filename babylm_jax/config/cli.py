@@ -31,7 +31,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from absl import flags, logging
 from ml_collections import config_flags
 
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 
 EXIT_USER_ERROR = 2
 

@@ -1,4 +1,6 @@
-"""How a text is wrapped in special tokens, per model family: the one home of that fact.
+"""The special ids and how a text is wrapped in them, per model family: the one home of those facts.
+
+Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
 
 Every consumer takes its framing from here, so a model never meets at evaluation an input
 embedding it did not train: the token cache (training documents), minimal-pair scoring,
@@ -17,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from babylm_jax.data.tokenizer import BOS_ID, CLS_ID, EOS_ID, SEP_ID, SPECIAL_PIECES
-
+PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
+SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
 FAMILIES = ("causal", "mlm", "hybrid")
+OFFICIAL_BACKEND = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # family -> the official pipeline's --backend
 
 
 @dataclasses.dataclass(frozen=True)

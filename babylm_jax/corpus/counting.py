@@ -26,12 +26,13 @@ from typing import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from babylm_jax.atomic import atomic_dir, atomic_write_json
-from babylm_jax.data import corpus, words
-from babylm_jax.data.cache_integrity import file_records, problems
-from babylm_jax.data.cache_keys import corpus_key
-from babylm_jax.data.config import DataConfig
-from babylm_jax.data.workers import chunks_by_chars, num_workers, run_tasks
+from babylm_jax.core.atomic import atomic_dir, atomic_write_json
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.corpus import words
+from babylm_jax.corpus.cache_integrity import file_records, problems
+from babylm_jax.corpus.cache_keys import corpus_key
+from babylm_jax.config.data import DataConfig
+from babylm_jax.core.workers import chunks_by_chars, num_workers, run_tasks
 
 
 def _init_worker() -> None:

@@ -1,0 +1,1 @@
+"""The option grammar and the typed config."""

@@ -1,0 +1,1 @@
+"""Atomic writes, JSON, worker pools, progress, the run directory, vocabulary and framing."""

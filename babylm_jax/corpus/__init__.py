@@ -1,0 +1,1 @@
+"""Pretraining data: sources, jieba budget, tokenizers, token cache, packing, pipeline."""

@@ -1,1 +1,0 @@
-"""Corpus reading, tokenizers, token caches and the grain input pipeline."""

@@ -1,0 +1,45 @@
+"""Runs registry tasks on a loaded model: each spec's runner by name, a failure not stopping the others."""
+from __future__ import annotations
+
+import pathlib
+from typing import Callable, Sequence
+
+from babylm_jax.eval import finetune, fmri, minimal_pairs
+from babylm_jax.eval.results import TaskResult
+from babylm_jax.eval.settings import EvalSettings
+from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.tasks.registry import TaskSpec
+
+Runner = Callable[[TaskSpec, LoadedModel, pathlib.Path, EvalSettings], TaskResult]
+RUNNERS: dict[str, Runner] = {  # TaskSpec.runner -> the function that scores the task
+    "minimal_pairs": minimal_pairs.run_task,
+    "finetune": finetune.run_task,
+    "word_fmri": fmri.run_word_fmri,
+    "fmri": fmri.run_fmri,
+}
+
+
+def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: str | pathlib.Path, settings: EvalSettings) -> TaskResult:
+    """The task's result on the loaded model."""
+    return RUNNERS[spec.runner](spec, loaded, pathlib.Path(data_dir), settings)
+
+
+def evaluate(
+    loaded: LoadedModel,
+    data_dir: str | pathlib.Path,
+    specs: Sequence[TaskSpec],
+    settings: EvalSettings,
+) -> tuple[dict[str, TaskResult], dict[str, Exception]]:
+    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error).
+
+    A task that fails does not stop the others; the caller writes what finished, then reports it.
+    """
+    results, failed = {}, {}
+    for spec in specs:
+        print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
+        try:
+            results[spec.name] = run_task(spec, loaded, data_dir, settings)
+        except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
+            print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
+            failed[spec.name] = error
+    return results, failed

@@ -1,0 +1,1 @@
+"""The task registry, the evaluation files' layouts and formats, audits of training text."""

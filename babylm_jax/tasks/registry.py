@@ -1,0 +1,193 @@
+"""The task registry: one `TaskSpec` per official task; adding a task is one entry in `TASKS`.
+
+A spec names the task's folder under the data directory (and in the official download), the
+files it reads, their format (`formats`), its track and metric, what else it needs, and its
+runner by name: `eval.runner.RUNNERS[spec.runner]` scores it. Everything that asks which
+tasks there are, where their files lie or which fields they hold reads this table, so a
+task of a known format and runner is one entry here. It imports nothing of evaluation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from babylm_jax.tasks import layout
+from babylm_jax.tasks.formats import FINETUNE_FORMATS, PAIR_FORMATS
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """One task: where its files are, how it is scored, and which runner scores it.
+
+    `files` lists glob patterns relative to `<data_dir>/<folder>`; every entry must match at
+    least one file. An entry may offer alternatives separated by "|": the first alternative
+    that matches is used (e.g. "ZhoBLiMP/*.jsonl|*.jsonl").
+    """
+
+    name: str
+    track: str
+    metric: str  # the key of the official value in results.json, e.g. "accuracy" or "mean"
+    runner: str  # the key of its runner in eval.runner.RUNNERS
+    files: tuple[str, ...]
+    folder: str = ""  # defaults to `name`
+    pair_format: str = ""  # minimal pairs: the file format (tasks.formats.PAIR_FORMATS)
+    unk_is_wrong: bool = False  # minimal pairs: the hanzi UNK rule
+    needs: tuple[str, ...] = ()  # "<task>:<split>": another task's split it reads (trains on)
+    official_dir: str = ""  # its folder in the official evaluation_data/ download; "" = not there
+
+    @property
+    def directory_name(self) -> str:
+        return self.folder or self.name
+
+    @property
+    def official_clue(self) -> bool:
+        """A CLUE task of the official download (full_eval/clue/<task>.{train,valid}.jsonl, config.yaml)."""
+        return self.official_dir == layout.OFFICIAL_CLUE_DIR
+
+    def in_official_layout(self, data_dir: str | pathlib.Path) -> bool:
+        """Whether the task's files are read from the official download's folders under `data_dir`."""
+        return bool(self.official_dir) and layout.detect(data_dir) == layout.OFFICIAL
+
+    def root(self, data_dir: str | pathlib.Path) -> pathlib.Path:
+        """The task's folder under `data_dir`, in the layout found there (`layout`)."""
+        return pathlib.Path(data_dir) / (self.official_dir if self.in_official_layout(data_dir) else self.directory_name)
+
+    def file_patterns(self, data_dir: str | pathlib.Path) -> tuple[str, ...]:
+        """`files`, or the official file names of a CLUE task in the official layout."""
+        if self.official_clue and self.in_official_layout(data_dir):
+            return tuple(self.split_file(data_dir, split).name for split in layout.OFFICIAL_SPLITS)
+        return self.files
+
+    def split_file(self, data_dir: str | pathlib.Path, split: str) -> pathlib.Path:
+        """The file of a CLUE task's split ("train" or "dev") in the layout found under `data_dir`."""
+        if self.official_clue and self.in_official_layout(data_dir):
+            return self.root(data_dir) / f"{self.name}.{layout.OFFICIAL_SPLITS[split]}.jsonl"
+        return pathlib.Path(data_dir) / self.directory_name / f"{split}.json"
+
+    def find_files(self, data_dir: str | pathlib.Path) -> list[pathlib.Path]:
+        """All files the task reads, sorted; FileNotFoundError names what is missing."""
+        root = self.root(data_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"task {self.name}: directory {root} does not exist")
+        for need in self.needs:
+            task, split = need.split(":")
+            if not get_task(task).split_file(data_dir, split).is_file():
+                raise FileNotFoundError(f"task {self.name}: trains on {task}'s {split} split, and "
+                                        f"{get_task(task).split_file(data_dir, split)} does not exist")
+        found: list[pathlib.Path] = []
+        for entry in self.file_patterns(data_dir):
+            for pattern in entry.split("|"):
+                matches = sorted(p for p in root.glob(pattern) if p.is_file())
+                if matches:
+                    found.extend(matches)
+                    break
+            else:
+                raise FileNotFoundError(f"task {self.name}: no file matches {entry!r} in {root}")
+        return found
+
+    def missing_reason(self, data_dir: str | pathlib.Path) -> str | None:
+        """None when the task's files are present, else why it cannot run."""
+        try:
+            self.find_files(data_dir)
+        except FileNotFoundError as error:
+            return str(error)
+        return None
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec("zhoblimp", "zero_shot", "accuracy", "minimal_pairs", ("ZhoBLiMP/*.jsonl|*.jsonl",),
+                 pair_format="zhoblimp", official_dir="full_eval/zhoblimp"),
+        TaskSpec("xcomps_zh", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                 pair_format="xcomps"),
+        TaskSpec("hanzi_structure", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                 pair_format="hanzi_structure", unk_is_wrong=True, official_dir="full_eval/hanzi_structure"),
+        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                 pair_format="hanzi_pinyin", unk_is_wrong=True, official_dir="full_eval/hanzi_pinyin"),
+        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                 pair_format="hanzi_structure", unk_is_wrong=True),
+        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                 pair_format="hanzi_pinyin", unk_is_wrong=True),
+        # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py).
+        TaskSpec("afqmc", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
+                 official_dir=layout.OFFICIAL_CLUE_DIR),
+        TaskSpec("ocnli", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
+                 official_dir=layout.OFFICIAL_CLUE_DIR),
+        TaskSpec("tnews", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
+                 official_dir=layout.OFFICIAL_CLUE_DIR),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
+                 official_dir=layout.OFFICIAL_CLUE_DIR),
+        TaskSpec("c3", "finetune", "accuracy", "finetune",
+                 ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", ("*.json|*.jsonl",), needs=("ocnli:train",)),
+        # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
+        TaskSpec("word_fmri", "fmri", "mean", "word_fmri",
+                 ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
+                  "dev/word_fmri/*_selected.mat"), folder="cogbench", official_dir=layout.OFFICIAL_FMRI_DIR),
+        TaskSpec("fmri", "fmri", "mean", "fmri",
+                 ("train/story/story_*.txt", "train/fmri/*/*/story_*.mat", "dev/story/story_*.txt",
+                  "dev/fmri/*/*/story_*.mat"), folder="cogbench", official_dir=layout.OFFICIAL_FMRI_DIR),
+    )
+}
+
+
+def task_names(track: str) -> tuple[str, ...]:
+    """The names of the track's tasks ("zero_shot", "finetune" or "fmri"), in registry order."""
+    return tuple(name for name, spec in TASKS.items() if spec.track == track)
+
+
+def official_tasks(track: str) -> tuple[str, ...]:
+    """The track's tasks in the official download and the official config.yaml ("finetune": the CLUE four)."""
+    return tuple(name for name, spec in TASKS.items() if spec.track == track and spec.official_dir)
+
+
+def task_of_folder(folder: str) -> TaskSpec | None:
+    """The task whose files a folder named `folder` holds (its own name, or a longer name it begins), else None."""
+    matches = [spec for spec in TASKS.values() if folder == spec.directory_name or folder.startswith(spec.name + "_")]
+    return max(matches, key=lambda spec: (folder == spec.directory_name, len(spec.name)), default=None)
+
+
+def official_clue_task(path: pathlib.Path) -> str | None:
+    """The task of a full_eval/clue/<task>.<split>.jsonl file of the official download, else None."""
+    task = path.name.split(".")[0]
+    return task if path.parent.name == "clue" and task in TASKS and get_task(task).official_clue else None
+
+
+def text_fields(folder: str) -> tuple[str, ...]:
+    """The fields holding evaluation text in the line-JSON files of task folder `folder`; () when none."""
+    spec = task_of_folder(folder)
+    if spec is not None and spec.pair_format:
+        return PAIR_FORMATS[spec.pair_format].good, PAIR_FORMATS[spec.pair_format].bad
+    return FINETUNE_FORMATS[spec.name].texts if spec is not None and spec.name in FINETUNE_FORMATS else ()
+
+
+def get_task(name: str) -> TaskSpec:
+    """The spec of `name`; a clear error listing the known tasks otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def select_tasks(names: str, data_dir: str | pathlib.Path) -> tuple[list[TaskSpec], dict[str, str]]:
+    """Parses `--tasks` ("all" or comma-separated names) into (runnable specs, skipped -> reason).
+
+    With "all", tasks whose files are absent are skipped with their reason; a task named
+    explicitly must be present (FileNotFoundError otherwise).
+    """
+    requested = [n.strip() for n in names.split(",") if n.strip()]
+    if not requested:
+        raise ValueError("--tasks is empty; give 'all' or comma-separated names from: " + ", ".join(TASKS))
+    if requested == ["all"]:
+        specs, skipped = [], {}
+        for spec in TASKS.values():
+            reason = spec.missing_reason(data_dir)
+            if reason is None:
+                specs.append(spec)
+            else:
+                skipped[spec.name] = reason
+        return specs, skipped
+    specs = [get_task(n) for n in dict.fromkeys(requested)]
+    for spec in specs:
+        spec.find_files(data_dir)
+    return specs, {}

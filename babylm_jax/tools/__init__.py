@@ -1,0 +1,1 @@
+"""Generators beside the pipeline: hanzi facts, synthetic fMRI."""
