@@ -58,6 +58,28 @@ def workdir_lock(workdir: str | os.PathLike, command: str) -> Iterator[None]:
         os.close(fd)  # releases the flock
 
 
+@contextlib.contextmanager
+def reading(workdir: str | os.PathLike) -> Iterator[str | None]:
+    """A shared hold on `<workdir>/.lock` while a command reads the run's checkpoints (a `train`
+    or `prepare` starting meanwhile is refused). Yields None, or the holder ("train pid N")
+    when a run writes the workdir now; a workdir that cannot hold a lock file yields None."""
+    path = pathlib.Path(workdir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield None  # a read-only copy of a run: nothing writes it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield _holder(path)
+            return
+        yield None
+    finally:
+        os.close(fd)
+
+
 # Folders that only train and prepare write to (eval/ and exports may be written meanwhile by others).
 OWNED_FOLDERS = ("checkpoints", "milestones", "data")
 
