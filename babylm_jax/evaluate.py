@@ -31,7 +31,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import rundir
+from babylm_jax.core import outputs, rundir
 from babylm_jax.core.vocab import OFFICIAL_BACKEND
 from babylm_jax.tasks import layout
 from babylm_jax.eval import finetune_config, milestone_curves, runner
@@ -104,12 +104,16 @@ def evaluate_checkpoint(
                             data_layout=layout.detect(data_dir), config=COMMAND.flags["config"].config_filename,
                             config_overrides=config_flags.get_override_values(COMMAND.flags["config"]))
     reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
+    target = results_lib.record_path(output, complete=not failed)
+    if target != output:
+        print(f"[evaluate] {len(failed)} task(s) failed: the earlier results at {output} stay as they are; this "
+              f"evaluation's go to {target.parent}", flush=True)
     finetuned = finetune_record(settings, [spec.name for spec in specs])
     if finetuned:
-        yaml_path = write_finetune_config(output.parent / "config.yaml", settings, loaded.model.config.family)
+        yaml_path = write_finetune_config(target.parent / "config.yaml", settings, loaded.model.config.family)
         metadata.update(finetune_protocol=settings.finetune_protocol or "configs (finetune.*)",
                         finetune_config_yaml=str(yaml_path), finetune_settings=finetuned)
-    written = results_lib.write_results(output, results, metadata, skipped, reasons)
+    written = results_lib.write_results(target, results, metadata, skipped, reasons)
     print(results_lib.format_table(results))
     print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
     if failed:  # the finished tasks are written; now the first failure ends the command as it would have
@@ -185,6 +189,14 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
     output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
+    outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir})
+    with outputs.output_lock(output, "evaluate"):
+        return _evaluate(workdir, data_dir, output, settings)
+
+
+def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Path,
+              settings: EvalSettings) -> dict[str, pathlib.Path]:
+    """Selects the tasks, loads the checkpoint(s) and writes the results (under the output's lock)."""
     print(f"[evaluate] data: {layout.describe(data_dir)}", flush=True)
     specs, skipped = tasks_lib.select_tasks(_TASKS.value, data_dir)
     for name, reason in skipped.items():

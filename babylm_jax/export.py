@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import rundir
+from babylm_jax.core import outputs, rundir
 from babylm_jax.core.jsonl import read_json
 
 COMMAND = cli.Command("export", __doc__)
@@ -43,11 +43,21 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
            layer: int | None = None, overwrite: bool = False) -> pathlib.Path:
     """Loads the checkpoint and writes the export; errors name the file or flag at fault."""
     from babylm_jax.hf import writer
-    from babylm_jax.training.checkpoint import load_for_eval
 
-    writer.check_output_dir(output, overwrite)  # fail before the slow load
     if not workdir.is_dir():
         raise FileNotFoundError(f"--workdir {workdir} does not exist")
+    output = outputs.check_output(output, "--output", run=workdir)
+    with outputs.output_lock(output, "export"):
+        writer.remove_leftovers(output)
+        writer.check_output_dir(output, overwrite)  # fail before the slow load
+        return _export(workdir, output, step, use_ema, layer, overwrite)
+
+
+def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_ema: bool | None,
+            layer: int | None, overwrite: bool) -> pathlib.Path:
+    from babylm_jax.hf import writer
+    from babylm_jax.training.checkpoint import load_for_eval
+
     loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema)
     provenance = {
         "step": int(loaded.step),

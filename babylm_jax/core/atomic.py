@@ -24,6 +24,11 @@ _UMASK = _read_umask()  # read once, at import: os.umask is process-wide and not
 TEMP_MARKS = (".tmp-", ".old-")
 
 
+def default_file_mode() -> int:
+    """The mode a new file gets under this process's umask (0o644 under the usual 022)."""
+    return 0o666 & ~_UMASK
+
+
 def is_leftover(name: str) -> bool:
     """Whether a file name is a temporary name of ours (or orbax's), left by an interrupted write."""
     return (name.startswith(".") and any(mark in name for mark in TEMP_MARKS)) or ".orbax-checkpoint-tmp" in name

@@ -31,6 +31,9 @@ CHECKPOINTS = "checkpoints"
 MILESTONES = "milestones"  # word-milestone checkpoints
 RESULTS = "results.json"  # evaluate's official-shape results
 EVAL_RESULTS = f"eval/{RESULTS}"  # evaluate's default --output under the workdir
+METRICS = "metrics.jsonl"  # train and eval metrics, one JSON line per log step
+SUMMARY = "summary.json"  # the end-of-run summary
+LEARNING_CURVES = "learning_curves.png"
 TENSORBOARD = "tensorboard"  # train.writers "tensorboard": the run's event files
 WANDB = "wandb"  # train.writers "wandb": W&B's own folder of the run
 WANDB_RUN = "wandb_run.json"  # the W&B run id and the last step it holds
@@ -70,6 +73,28 @@ def workdir_lock(workdir: str | os.PathLike, command: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
+def reading(workdir: str | os.PathLike) -> Iterator[str | None]:
+    """A shared hold on `<workdir>/.lock` while a command reads the run's checkpoints (a `train`
+    or `prepare` starting meanwhile is refused). Yields None, or the holder ("train pid N")
+    when a run writes the workdir now; a workdir that cannot hold a lock file yields None."""
+    path = pathlib.Path(workdir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield None  # a read-only copy of a run: nothing writes it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield _holder(path)
+            return
+        yield None
+    finally:
+        os.close(fd)
 
 
 # Folders that only train and prepare write to (eval/ and exports may be written meanwhile by others).

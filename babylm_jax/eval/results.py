@@ -7,6 +7,7 @@ never leaves a half-written result. results.json has the official shape
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import pathlib
 from typing import Any, Callable, Mapping
@@ -110,6 +111,24 @@ def format_report(
     return "\n".join(parts)
 
 
+def record_path(output: pathlib.Path, complete: bool) -> pathlib.Path:
+    """Where an evaluation's files go: `output`, unless tasks failed and `output` holds earlier
+    results, which only complete results replace: then a new folder beside it."""
+    if complete or not output.exists():
+        return output
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return output.parent / f"{output.stem}.incomplete-{stamp}" / output.name
+
+
+def _earlier_files(directory: pathlib.Path) -> set[str]:
+    """The files the last results written into `directory` consisted of (results_details.json's "files")."""
+    try:
+        files = json.loads((directory / "results_details.json").read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {name for name in files if isinstance(name, str) and "/" not in name and not name.startswith(".")}
+
+
 def write_results(
     output: str | pathlib.Path,
     results: Mapping[str, TaskResult],
@@ -125,6 +144,7 @@ def write_results(
     """
     output = pathlib.Path(output)
     directory = output.parent
+    earlier = _earlier_files(directory)
     skipped = dict(skipped or {})
     written: dict[str, pathlib.Path] = {}
     figure_files: dict[str, list[str]] = {}
@@ -134,7 +154,9 @@ def write_results(
             save_figure(path, figure)
             written[f"{name}_{figure_name}"] = path
             figure_files.setdefault(name, []).append(path.name)
+    files = sorted({p.name for p in written.values()} | {"results_details.json", "report.md", output.name})
     details = {
+        "files": files,  # what these results consist of: the next results here remove the rest
         "metadata": dict(metadata),
         "skipped": skipped,
         "failed": dict(failed or {}),
@@ -146,4 +168,6 @@ def write_results(
     atomic_write_text(written["report"], format_report(results, metadata, skipped, figure_files, failed))
     written["results"] = output
     atomic_write_text(output, json.dumps(official_results(results), indent=2) + "\n")
+    for name in earlier - set(files):  # figures of tasks the earlier results had and these do not
+        (directory / name).unlink(missing_ok=True)
     return written

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from babylm_jax.core.atomic import default_file_mode
 from babylm_jax.model.transformer import ModelConfig
 
 
@@ -76,3 +77,4 @@ def save_safetensors(tensors: Mapping[str, np.ndarray], path: str | os.PathLike)
         raise ImportError("Writing model.safetensors needs the `safetensors` package: pip install -e '.[export]'") from error
 
     save_file(dict(tensors), str(path), metadata={"format": "pt"})
+    os.chmod(path, default_file_mode())  # safetensors creates its file 0600, whatever the umask

@@ -11,21 +11,38 @@ import pathlib
 import shutil
 from typing import Any, Mapping
 
-from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.core.atomic import TEMP_MARKS, atomic_dir
 from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
 from babylm_jax.model.transformer import ModelConfig
 
 CODE_DIR = pathlib.Path(__file__).parent
 
 
+MARKER = ".babylm_export"  # in every export directory: what `--overwrite` may replace
+
+
 def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> pathlib.Path:
-    """The output path; refuses a file, or a non-empty directory without `overwrite`."""
+    """The output path; refuses a file, a non-empty directory without `overwrite`, and with it
+    any non-empty directory that an export did not write (it holds no MARKER)."""
     output = pathlib.Path(output_dir).absolute()
     if output.exists() and not output.is_dir():
         raise FileExistsError(f"--output {output} exists and is not a directory")
-    if output.is_dir() and any(output.iterdir()) and not overwrite:
-        raise FileExistsError(f"--output {output} exists and is not empty; pass --overwrite to replace it")
+    if output.is_dir() and any(output.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"--output {output} exists and is not empty; pass --overwrite to replace it")
+        if not (output / MARKER).is_file():
+            raise FileExistsError(f"--output {output} was not written by export (it has no {MARKER}), so --overwrite "
+                                  "will not replace it; remove it yourself or choose another --output")
     return output
+
+
+def remove_leftovers(output_dir: str | os.PathLike) -> list[pathlib.Path]:
+    """Removes the temporary folders a killed export to `output_dir` left beside it; returns them."""
+    output = pathlib.Path(output_dir).absolute()
+    found = [p for mark in TEMP_MARKS for p in output.parent.glob(f".{output.name}{mark}*")]
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return found
 
 
 def tokenizer_summary(tokenizer: Any) -> str:
@@ -73,4 +90,5 @@ def write_export(
             for name in hf_config.REMOTE_CODE_FILES:
                 shutil.copyfile(CODE_DIR / name, staging / name)
         (staging / "README.md").write_text(card, encoding="utf-8")
+        (staging / MARKER).write_text(json.dumps({"written_by": "babylm_jax.export", **provenance}) + "\n")
     return output

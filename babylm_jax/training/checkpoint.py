@@ -28,6 +28,7 @@ from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus.tokenizer import load_tokenizer
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training.state import TrainState, abstract_state
+from babylm_jax.core.rundir import WorkdirError, reading
 
 CORRUPT_DIR = "checkpoints_corrupt"
 # Keys that must match to resume: they change what the state or the data stream means.
@@ -345,6 +346,10 @@ def checkpoint_steps(workdir: str) -> dict[int, str]:
     return found
 
 
+def _milestone_steps(workdir: str) -> list[int]:
+    return sorted(step for step, root in checkpoint_steps(workdir).items() if os.path.basename(root) == "milestones")
+
+
 def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
     """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
     found = checkpoint_steps(workdir)
@@ -383,9 +388,15 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
     tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
     if not os.path.isdir(tokenizer_dir):
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")
-    root, step = _find_step(workdir, step)
-    target, model = abstract_state(config)
-    state, meta = _restore_for_eval(root, step, target)
+    with reading(workdir) as active:
+        root, step = _find_step(workdir, step)
+        if active is not None and os.path.basename(root) != "milestones":
+            raise WorkdirError(
+                f"a run is active in {workdir} ({active}) and rotates checkpoints/ as it goes, so step {step} may be "
+                f"deleted while it is read; wait for the run to finish, or pass --step with a word-milestone "
+                f"checkpoint (kept for good): {_milestone_steps(workdir) or 'none yet'}")
+        target, model = abstract_state(config)
+        state, meta = _restore_for_eval(root, step, target)
     has_ema = state.ema_params is not None
     if use_ema and not has_ema:
         raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); use --use_ema=auto or --use_ema=no")

@@ -18,6 +18,7 @@ from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
+from babylm_jax.config import values as value_checks
 from babylm_jax.core import writers
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
@@ -73,6 +74,7 @@ def checked_parts(
     config: ml_collections.ConfigDict,
 ) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
     """The model, mesh and optimizer of `config`, every model, train, mesh and data key checked."""
+    value_checks.check_values(config)  # values no one means: a negative learning rate, a mask rate of 1.5
     model = build_model(config)  # validates model keys and seq_len
     devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
     mesh = sharding.make_mesh(config.mesh, devices)

@@ -1,0 +1,114 @@
+"""Where a command may write: never into, over or under its own inputs; one writer per output.
+
+    check_output(output, "--output", run=workdir, data={"--data_dir": data_dir})
+    with output_lock(output, "export"):
+        ...
+
+Checked before any work. A run directory may hold new outputs (`runs/r/eval/`, `runs/r/hf/`),
+but never at or under the paths train and prepare own (checkpoints, config.json, ...), and an
+output may not be the run directory or hold it; a data folder (task data, corpus) may not be
+written at, under or over at all. A lock beside the output refuses a second command writing
+the same output at once.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+from typing import Iterator, Mapping
+
+from babylm_jax.core import rundir
+
+# The paths of a run directory that train and prepare write and the other commands read.
+RUN_OWNED = (rundir.CHECKPOINTS, rundir.MILESTONES, rundir.DATA, rundir.TOKENIZER, rundir.CONFIG, rundir.BUDGET,
+             rundir.DATA_STATS, rundir.METRICS, rundir.SUMMARY, rundir.LEARNING_CURVES, rundir.TENSORBOARD,
+             rundir.WANDB, rundir.WANDB_RUN, rundir.UNK_AUDIT, rundir.LEAKAGE, rundir.LOCK_FILE)
+
+
+class OutputError(ValueError):
+    """An output path that would overwrite or delete a command's input, or that another command is writing."""
+
+
+def _overlap(output: pathlib.Path, path: pathlib.Path) -> str | None:
+    if output == path:
+        return "is"
+    if output in path.parents:
+        return "holds"
+    if path in output.parents:
+        return "is inside"
+    return None
+
+
+def check_output(output: str | os.PathLike, option: str, run: str | os.PathLike | None = None,
+                 data: Mapping[str, str | os.PathLike] | None = None) -> pathlib.Path:
+    """The absolute output path; OutputError when it would write over, into or around an input.
+
+    `run`: the run directory the command reads (outputs inside it allowed, except on what
+    train owns); `data`: option -> a folder the command reads (task data, corpus).
+    """
+    out = pathlib.Path(output).resolve()
+    if run is not None:
+        run_dir = pathlib.Path(run).resolve()
+        relation = _overlap(out, run_dir)
+        if relation in ("is", "holds"):
+            raise OutputError(f"{option} {output} {relation} the run directory {run}: writing there would replace the "
+                              f"run; choose a new path, e.g. {run_dir / 'hf'}")
+        for name in RUN_OWNED:
+            relation = _overlap(out, run_dir / name)
+            if relation:
+                raise OutputError(f"{option} {output} {relation} {run_dir / name}, which train writes and this command "
+                                  f"reads; choose another path, e.g. {run_dir / 'eval' / 'results.json'}")
+    for data_option, folder in (data or {}).items():
+        relation = _overlap(out, pathlib.Path(folder).resolve())
+        if relation:
+            raise OutputError(f"{option} {output} {relation} {data_option} {folder}: a command never writes into its "
+                              "own input data; choose another path")
+    return out
+
+
+@contextlib.contextmanager
+def output_lock(output: str | os.PathLike, command: str) -> Iterator[None]:
+    """Holds `.<name>.lock` beside `output` for the block (removed after); refuses at once if
+    another command holds it."""
+    output = pathlib.Path(output)
+    created = [p for p in (output.parent, *output.parent.parents) if not p.exists()]  # removed after, if empty
+    output.parent.mkdir(parents=True, exist_ok=True)
+    lock = output.parent / f".{output.name}.lock"
+    fd = _take(lock, output)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{command} pid {os.getpid()}\n".encode())
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # before the unlock: a waiter then finds the file gone and starts again
+        os.close(fd)
+        for folder in created:  # a command that failed before writing leaves no empty folders
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _take(lock: pathlib.Path, output: pathlib.Path) -> int:
+    """An flock on `lock` (the file that is still at that path once locked), or OutputError if held."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = _read(lock) or "another command"
+            raise OutputError(f"{output} is being written by {holder} (lock {lock}); wait for it, or choose another "
+                              "output path") from None
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the holder removed the file as we locked it: lock the new one
+
+
+def _read(path: pathlib.Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""

@@ -1,0 +1,144 @@
+"""Nothing a user types destroys a run (issue 27): outputs never over inputs, failed evaluations
+never over good results, one writer per output, live checkpoints never read, values checked.
+
+Cases:
+- export --output at the workdir (with --overwrite), or at a folder holding it: refused, run intact;
+- export --overwrite replaces an earlier export, never a folder export did not write;
+- a killed export's temporary folder is removed by the next export; files get the umask's mode;
+- evaluate --output over the run's config.json, inside checkpoints/, or inside --data_dir: refused;
+- an evaluation with a failed task beside earlier results: those stay, the new ones go to a
+  new folder, said in the output; complete results replace earlier ones and their stale figures;
+- a second command writing the same output meanwhile: refused naming the holder;
+- evaluate while train holds the workdir: refused for a rotating checkpoint, allowed for a milestone;
+- a learning rate, mask rate or share out of range: one line naming the key.
+"""
+import json
+import os
+import pathlib
+import shutil
+
+import pytest
+from fixtures.cli import user_error
+from fixtures.run import make_run
+
+from babylm_jax import evaluate, export, train
+from babylm_jax.config import cli
+from babylm_jax.core import atomic, outputs
+from babylm_jax.core.rundir import workdir_lock
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+
+
+def tree(path: pathlib.Path) -> dict[str, int]:
+    """Every file under `path` and its size: what must not change."""
+    return {str(p.relative_to(path)): p.stat().st_size for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def run(tmp_path) -> pathlib.Path:
+    make_run(tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_export_never_writes_over_or_around_its_run(capsys, run, tmp_path):
+    before = tree(run)
+    for output in (run, tmp_path, run / "checkpoints" / "hf", run / "tokenizer"):
+        line = user_error(capsys, export, ["export", f"--workdir={run}", f"--output={output}", "--overwrite"])
+        assert str(output) in line and "choose" in line
+    assert tree(run) == before
+
+
+def test_export_overwrite_replaces_only_an_earlier_export(capsys, run, tmp_path):
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    line = user_error(capsys, export, ["export", f"--workdir={run}", f"--output={mine}", "--overwrite"])
+    assert "was not written by export" in line
+    assert tree(mine) == {"notes.txt": 4}
+
+    out = tmp_path / "hf"
+    export.main(["export", f"--workdir={run}", f"--output={out}"])
+    (tmp_path / ".hf.tmp-killed").mkdir()  # what a killed export leaves
+    (tmp_path / ".hf.tmp-killed" / "model.safetensors").write_bytes(b"partial")
+    export.main(["export", f"--workdir={run}", f"--output={out}", "--overwrite"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "mine", "run"]
+    mode = (out / "model.safetensors").stat().st_mode & 0o777
+    assert mode == atomic.default_file_mode()
+
+
+def test_evaluate_never_writes_over_the_run_or_its_data(capsys, run, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    before, data_before = tree(run), tree(data)
+    for output in (run / "config.json", run / "checkpoints" / "results.json", data / "results.json", run):
+        line = user_error(capsys, evaluate, ["evaluate", f"--workdir={run}", f"--data_dir={data}",
+                                             f"--output={output}", "--tasks=zhoblimp"])
+        assert str(output) in line
+    assert tree(run) == before and tree(data) == data_before
+
+
+def _evaluate(run, data, output, tasks):
+    return ["evaluate", f"--workdir={run}", f"--data_dir={data}", f"--output={output}", f"--tasks={tasks}",
+            "--config.scoring.batch_size=8"]
+
+
+def test_a_failed_evaluation_keeps_the_earlier_results(capsys, run, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    output = tmp_path / "eval" / "results.json"
+    evaluate.main(_evaluate(run, data, output, "zhoblimp,xcomps_zh"))
+    good = output.read_text()
+    assert set(json.loads(good)) == {"zhoblimp", "xcomps_zh"}
+
+    broken = sorted((data / "xcomps_zh").glob("*.jsonl"))[0]
+    broken.write_text('{"acceptable_sent": "好"}\n', encoding="utf-8")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("evaluate", evaluate.main, _evaluate(run, data, output, "zhoblimp,xcomps_zh"))
+    said = capsys.readouterr()
+    assert exit_info.value.code == cli.EXIT_USER_ERROR and "missing field 'unacceptable_sent'" in said.err
+    assert output.read_text() == good
+    (partial,) = output.parent.glob("results.incomplete-*/results.json")
+    assert set(json.loads(partial.read_text())) == {"zhoblimp"}
+    assert f"the earlier results at {output} stay as they are" in said.out and str(partial.parent) in said.out
+
+    # Complete results replace the earlier ones, and figures of tasks they no longer hold go.
+    stale = output.parent / "xcomps_zh_per_phenomenon.png"
+    stale.write_bytes(b"png")
+    details = json.loads(output.with_name("results_details.json").read_text())
+    details["files"].append(stale.name)
+    output.with_name("results_details.json").write_text(json.dumps(details))
+    evaluate.main(_evaluate(run, data, output, "zhoblimp"))
+    assert set(json.loads(output.read_text())) == {"zhoblimp"} and not stale.exists()
+
+
+def test_one_writer_per_output_and_no_reads_of_live_checkpoints(capsys, run, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    output = tmp_path / "eval" / "results.json"
+    with outputs.output_lock(output, "evaluate"):
+        line = user_error(capsys, evaluate, _evaluate(run, data, output, "zhoblimp"))
+        assert f"being written by evaluate pid {os.getpid()}" in line
+    assert not output.parent.exists()  # the lock file goes with its holder, and the folder it made
+
+    with workdir_lock(run, "train"):
+        line = user_error(capsys, evaluate, _evaluate(run, data, output, "zhoblimp"))
+        assert f"a run is active in {run} (train pid {os.getpid()})" in line and "word-milestone" in line
+        os.rename(run / "checkpoints", run / "milestones")  # a milestone checkpoint is never rotated away
+        evaluate.main(_evaluate(run, data, output, "zhoblimp"))
+    assert set(json.loads(output.read_text())) == {"zhoblimp"}
+
+
+@pytest.mark.parametrize("override,key", [
+    ("--config.train.learning_rate=-0.001", "train.learning_rate=-0.001 must be > 0"),
+    ("--config.train.mask_rate=1.5", "train.mask_rate=1.5 must be in (0, 1)"),
+    ("--config.train.hybrid_causal_share=2.0", "train.hybrid_causal_share=2.0 must be in [0, 1]"),
+    ("--config.train.weight_decay=-1.0", "train.weight_decay=-1.0 must be >= 0"),
+    ("--config.train.warmup_steps=-5", "train.warmup_steps=-5 must be >= 0"),
+])
+def test_values_no_one_means_are_refused_by_key(capsys, tmp_path, override, key):
+    line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", override])
+    assert key in line
+    assert not (tmp_path / "run").exists()
