@@ -1,0 +1,68 @@
+"""Splash attention (Pallas, interpret mode on the CPU) against a plain masked softmax."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from babylm_jax.model import layers
+from babylm_jax.model.splash_attention import block_size, splash_attention
+
+B, L, H, K = 4, 128, 2, 16
+
+
+def plain_attention(q, k, v, segment_ids, causal_B):
+    """softmax(q k^T / sqrt(K)) v over the allowed keys, in float32, one obvious einsum at a time."""
+    allowed = layers.attention_mask(segment_ids, causal_B)  # [B, 1, L, L]
+    scores = jnp.einsum("blhk,bmhk->bhlm", q, k) / np.sqrt(K)
+    probs = jax.nn.softmax(jnp.where(allowed, scores, -jnp.inf), axis=-1)
+    return jnp.einsum("bhlm,bmhk->blhk", probs, v)
+
+
+def packed_inputs():
+    q, k, v = (jax.random.normal(jax.random.key(i), (B, L, H, K)) for i in range(3))
+    lengths = [(40, 60, 20), (128,), (70, 30), (10,)]  # documents per row; the rest is padding (segment 0)
+    segment_ids = np.zeros((B, L), np.int32)
+    for row, docs in enumerate(lengths):
+        start = 0
+        for doc, n in enumerate(docs, start=1):
+            segment_ids[row, start:start + n] = doc
+            start += n
+    return q, k, v, jnp.asarray(segment_ids)
+
+
+@pytest.mark.parametrize("rows,causal", [("causal", [1, 1, 1, 1]), ("bidirectional", [0, 0, 0, 0]),
+                                         ("mixed", [1, 0, 0, 1])])
+def test_splash_matches_the_plain_masked_softmax_and_its_gradient(rows, causal):
+    q, k, v, segment_ids = packed_inputs()
+    causal_B = jnp.asarray(causal, bool)
+    splash = lambda q, k, v: splash_attention(q, k, v, segment_ids, rows, causal_B, interpret=True)
+    plain = lambda q, k, v: plain_attention(q, k, v, segment_ids, causal_B)
+    np.testing.assert_allclose(splash(q, k, v), plain(q, k, v), atol=2e-5)
+    cotangent = jax.random.normal(jax.random.key(7), q.shape)
+    loss = lambda f: lambda *qkv: jnp.sum(f(*qkv) * cotangent)
+    for got, want in zip(jax.grad(loss(splash), argnums=(0, 1, 2))(q, k, v),
+                         jax.grad(loss(plain), argnums=(0, 1, 2))(q, k, v)):
+        np.testing.assert_allclose(got, want, atol=5e-5)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_splash_under_a_mesh_splits_the_batch_and_gives_the_same_numbers(explicit):
+    q, k, v, segment_ids = packed_inputs()
+    devices = np.asarray(jax.devices()[:4]).reshape(2, 2)
+    kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
+    mesh = jax.sharding.Mesh(devices, ("data", "fsdp"), axis_types=(kind, kind))  # Auto: as training.sharding
+    expected = plain_attention(q, k, v, segment_ids, jnp.ones(B, bool))
+    with jax.set_mesh(mesh):
+        rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(("data", "fsdp")))
+        sharded = [jax.device_put(x, rows) for x in (q, k, v, segment_ids)]
+        got = jax.jit(lambda q, k, v, s: splash_attention(q, k, v, s, "causal", interpret=True))(*sharded)
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+def test_block_sizes_and_bad_lengths():
+    assert [block_size(n) for n in (128, 256, 384, 512, 1024, 1536)] == [128, 256, 384, 512, 512, 512]
+    with pytest.raises(ValueError, match="multiple of 128.*model.attention='xla'"):
+        block_size(96)
+    with pytest.raises(ValueError, match="rows='diagonal'"):
+        q, k, v, s = packed_inputs()
+        splash_attention(q, k, v, s, "diagonal")
