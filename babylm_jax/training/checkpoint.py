@@ -27,6 +27,7 @@ from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus.tokenizer import load_tokenizer
 from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.training import disk_space
 from babylm_jax.training.state import TrainState, abstract_state
 from babylm_jax.core.rundir import WorkdirError, reading
 
@@ -247,6 +248,7 @@ class Checkpointer:
 
     def __init__(self, workdir: str, max_to_keep: int):
         self.workdir = os.path.abspath(workdir)
+        disk_space.quiet_orbax_space_logs()
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True)
         self.rolling = ocp.CheckpointManager(os.path.join(self.workdir, rundir.CHECKPOINTS), options=options)
         self.milestones = ocp.CheckpointManager(
@@ -261,7 +263,14 @@ class Checkpointer:
             meta=ocp.args.JsonSave(meta),
         )
         manager = self.milestones if milestone else self.rolling
-        manager.save(step, args=args, force=True)
+        root = str(manager.directory)
+        disk_space.check_room(root, step, disk_space.state_bytes(state))
+        with disk_space.space_errors(self.roots, step):
+            manager.save(step, args=args, force=True)
+
+    @property
+    def roots(self) -> tuple[str, str]:
+        return (str(self.rolling.directory), str(self.milestones.directory))
 
     def restore(self, step: int, target: TrainState, data_iterator: Any) -> tuple[TrainState, dict]:
         """Restores state (into `target`'s shardings) and the iterator in place; returns meta.
@@ -326,12 +335,14 @@ class Checkpointer:
         return None
 
     def wait(self) -> None:
-        self.rolling.wait_until_finished()
-        self.milestones.wait_until_finished()
+        with disk_space.space_errors(self.roots):
+            self.rolling.wait_until_finished()
+            self.milestones.wait_until_finished()
 
     def close(self) -> None:
-        self.rolling.close()
-        self.milestones.close()
+        with disk_space.space_errors(self.roots):
+            self.rolling.close()
+            self.milestones.close()
 
 
 def checkpoint_steps(workdir: str) -> dict[int, str]:

@@ -244,6 +244,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         progress.close()
         run.checkpointer.wait()
     except BaseException:
+        progress.close()  # the error's one line then starts a line of its own
         writer.close()
         raise
     finally:  # also after an error (a NaN loss): pending saves finish, orbax's threads end quietly
