@@ -191,6 +191,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     output = check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir})
     with outputs.output_lock(output, "evaluate"):
+        outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
         return _evaluate(workdir, data_dir, output, settings)
 
 

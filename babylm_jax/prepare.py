@@ -24,7 +24,8 @@ from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.core import rundir
 from babylm_jax.core.rundir import workdir_lock
 
-COMMAND = cli.Command("prepare", __doc__)
+COMMAND = cli.Command("prepare", __doc__, on_stop="the shards counted and tokenised so far are kept; run the same "
+                      "command to go on from them")
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (token cache, tokenizer, reports).",
                                flag_values=COMMAND.flags)

@@ -88,7 +88,10 @@ def test_a_failed_evaluation_keeps_the_earlier_results(capsys, run, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(FIXTURES, data)
     output = tmp_path / "eval" / "results.json"
+    output.parent.mkdir()
+    (output.parent / ".results.json.tmp-killed").write_text("{")  # what an evaluation killed mid-write leaves
     evaluate.main(_evaluate(run, data, output, "zhoblimp,xcomps_zh"))
+    assert not (output.parent / ".results.json.tmp-killed").exists()
     good = output.read_text()
     assert set(json.loads(good)) == {"zhoblimp", "xcomps_zh"}
 

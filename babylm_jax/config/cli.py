@@ -25,6 +25,7 @@ import dataclasses
 import difflib
 import os
 import re
+import signal
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -59,14 +60,45 @@ def fail(command: str, message: str) -> NoReturn:
     sys.exit(EXIT_USER_ERROR)
 
 
+STOP_EXIT_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}  # 0: a preempted job may be restarted
+
+
+class Stopped(BaseException):
+    """A command stopped by SIGTERM or SIGINT; the message says what is kept and how to go on.
+
+    A BaseException, like KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
+    """
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return STOP_EXIT_STATUS.get(self.signum, 1)
+
+
 def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any:
-    """`function(*args)`, with any user error turned into one line and exit status 2."""
+    """`function(*args)`, with any user error turned into one line and exit status 2, and a
+    stop by SIGTERM or SIGINT into one line and its exit status (0 or 130)."""
     try:
         return function(*args)
     except USER_ERRORS as error:
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
+    except Stopped as stopped:
+        print(f"{command}: {stopped}", flush=True)
+        sys.exit(stopped.exit_status)
+
+
+def stop_on_signals(on_stop: str) -> None:
+    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread."""
+    def handle(signum: int, frame: Any) -> None:
+        raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; {on_stop}")
+
+    for signum in STOP_EXIT_STATUS:
+        signal.signal(signum, handle)
 
 
 def _syntax_message(error: SyntaxError) -> str:
@@ -76,8 +108,9 @@ def _syntax_message(error: SyntaxError) -> str:
 class Command:
     """The flags of one command and its entry point."""
 
-    def __init__(self, name: str, usage: str) -> None:
-        self.name, self.usage = name, usage
+    def __init__(self, name: str, usage: str, on_stop: str = "nothing half-written is kept; run the same command "
+                 "to start again") -> None:
+        self.name, self.usage, self.on_stop = name, usage, on_stop
         self.flags = flags.FlagValues()
         self.config_files: dict[str, str | None] = {}  # config flag name -> its default file
 
@@ -92,8 +125,9 @@ class Command:
         return holder
 
     def run(self, main: Callable[[list[str]], Any]) -> None:
-        """The entry point: `main(sys.argv)` under the shared error path."""
+        """The entry point: `main(sys.argv)` under the shared error and stop paths."""
         logging.use_absl_handler()
+        stop_on_signals(self.on_stop)
         report_errors(self.name, main, list(sys.argv))
 
     def parse(self, argv: Sequence[str]) -> list[str]:

@@ -16,9 +16,11 @@ import contextlib
 import fcntl
 import os
 import pathlib
+import shutil
 from typing import Iterator, Mapping
 
 from babylm_jax.core import rundir
+from babylm_jax.core.atomic import is_leftover
 
 # The paths of a run directory that train and prepare write and the other commands read.
 RUN_OWNED = (rundir.CHECKPOINTS, rundir.MILESTONES, rundir.DATA, rundir.TOKENIZER, rundir.CONFIG, rundir.BUDGET,
@@ -112,3 +114,13 @@ def _read(path: pathlib.Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
+
+
+def remove_temporaries(folder: str | os.PathLike) -> list[pathlib.Path]:
+    """Removes the temporary files an interrupted write left directly in `folder` (the output
+    folder of a command that holds its lock); returns them."""
+    folder = pathlib.Path(folder)
+    found = [p for p in folder.iterdir() if is_leftover(p.name)] if folder.is_dir() else []
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return found

@@ -23,24 +23,10 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from babylm_jax.config.cli import Stopped
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 AGREE_EVERY_STEPS = 10  # multi-process runs: how often the processes agree on a stop (a host sync)
-EXIT_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}
-
-
-class Stopped(BaseException):
-    """Training was stopped by a signal (raised before the loop, or by the trainer after saving).
-
-    A BaseException, like KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
-    """
-
-    def __init__(self, signum: int, message: str):
-        super().__init__(message)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        return EXIT_STATUS.get(self.signum, 1)
 
 
 class StopSignals:
