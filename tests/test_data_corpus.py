@@ -62,6 +62,8 @@ def test_normalisation():
         ("bad.jsonl", b'{"text": "ok"}\n{not json\n', "text", r"bad.jsonl:2: malformed JSON"),
         ("long.txt", ("长" * 50).encode(), "text", r"long.txt:1: document of 50 characters exceeds"),
         ("empty.txt", b"", "text", r"empty.txt:0: empty file"),
+        ("fake.parquet", "不是表格".encode(), "text", r"fake.parquet:1: not a readable parquet file"),
+        ("fake.arrow", b"not arrow at all", "text", r"fake.arrow:1: not an Arrow file"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path, name, content, field, message):

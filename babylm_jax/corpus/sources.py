@@ -192,12 +192,22 @@ def _jsonl_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
 
 
 def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator[tuple[int, str]]:
+    """Rows of a parquet file; a file that is not parquet (or is cut short) is one bad line, so
+    data.on_bad_line='skip' skips the file."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as error:
+        bad(path, 1, f"not a readable parquet file ({' '.join(str(error).split())[:200]})")
+        return
     _check_column(path, "parquet", field, parquet.schema_arrow.names)
     batches = parquet.iter_batches(columns=[field], batch_size=4096)
-    yield from _column_rows(path, field, (batch.column(0).to_pylist() for batch in batches), bad)
+    try:
+        yield from _column_rows(path, field, (batch.column(0).to_pylist() for batch in batches), bad)
+    except (pa.ArrowException, OSError) as error:
+        bad(path, 1, f"the parquet file is damaged ({' '.join(str(error).split())[:200]}); the rest is unreadable")
 
 
 def _check_column(path: pathlib.Path, kind: str, field: str, names: list[str]) -> None:
@@ -229,7 +239,8 @@ def _arrow_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
             try:
                 file_reader = pa.ipc.open_file(source)
             except pa.ArrowInvalid as error:
-                raise CorpusError(f"{path}: not an Arrow file ({error})") from None
+                bad(path, 1, f"not an Arrow file ({error})")
+                return
             batches = (file_reader.get_batch(i) for i in range(file_reader.num_record_batches))
             schema = file_reader.schema
         else:
