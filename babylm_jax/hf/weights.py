@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 
 
 def _norm(prefix: str, flax_norm: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 
 
