@@ -19,7 +19,7 @@ from babylm_jax.config import cli
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import unk_audit
-from babylm_jax.config.data import DataConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.core import rundir
 from babylm_jax.core.rundir import workdir_lock
@@ -51,7 +51,7 @@ def main(argv: Sequence[str]) -> None:
 
 def prepare_and_report(config, workdir: pathlib.Path) -> None:
     """Prepares the corpus, tokenizer and token cache, and prints the reports."""
-    data_config = DataConfig.from_config(config.data)
+    data_config = RunConfig.from_config(config).data  # every key of the run's config, before any work
     data_dir = _DATA_DIR.value or data_config.leakage.data_dir
     if data_dir and not pathlib.Path(data_dir).is_dir():
         option = "--data_dir" if _DATA_DIR.value else "config key data.leakage.data_dir"

@@ -23,7 +23,7 @@ import time
 
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 from babylm_jax.training import metrics
 
 BASE = "configs/base.py"

@@ -2,9 +2,11 @@
 import pathlib
 
 import jax
+import ml_collections
 import pytest
 
 from babylm_jax.config.files import load_config_file
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training import curricula, optim
 from babylm_jax.training.state import abstract_state
@@ -105,3 +107,23 @@ def test_sized_recipes_keep_the_subword_vocabulary_they_are_sized_on(name, state
     """Their headers size the vocabulary as BPE pieces; base.py's default tokenizer ("char") must not leak in."""
     config, _, _ = states[name]
     assert config.data.tokenizer.kind == "bpe" and config.model.vocab_size >= 16_384
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
+def test_every_recipe_is_a_valid_run_config(path):
+    run = RunConfig.from_config(load_config_file(path))
+    assert run.train.seq_len <= run.model.max_len and run.data.word_budget > 0
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("train.schedule", "linear", r"config key train.schedule='linear': must be one of \('cosine', 'wsd'\)"),
+    ("train.seq_len_curriculum", ((0.0, 16), (0.5, 4096)), r"train.seq_len_curriculum=4096 exceeds model.max_len=512"),
+    ("checkpoint.every_steps", 0, r"config key checkpoint.every_steps=0: must be >= 1"),
+    ("mesh.fsdp", 1.5, r"config key mesh.fsdp: 1.5 is not of type int"),
+])
+def test_a_bad_run_config_names_its_key(key, value, message):
+    values = load_config_file(CONFIG_DIR / "base.py").to_dict()
+    group, name = key.split(".")
+    values[group][name] = value  # as a recipe file may set it (a ConfigDict keeps the first type)
+    with pytest.raises(ValueError, match=message):
+        RunConfig.from_config(ml_collections.ConfigDict(values))

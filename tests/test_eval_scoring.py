@@ -7,7 +7,8 @@ import pytest
 from babylm_jax.core.vocab import framing_for
 from babylm_jax.core.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
 from babylm_jax.eval import scoring
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 
 
 def _model(family: str) -> tuple[Transformer, dict]:

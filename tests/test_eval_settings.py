@@ -9,7 +9,7 @@ from babylm_jax.config import cli
 from babylm_jax.config.files import load_config_file
 from babylm_jax.eval import clue, cogbench
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
@@ -70,7 +70,7 @@ def test_a_hand_written_config_with_an_unknown_or_missing_key_is_named():
         EvalSettings.from_config(config)
     config = _config().to_dict()
     del config["finetune"]["seed"]
-    with pytest.raises(ValueError, match=r"config key\(s\) finetune.seed missing"):
+    with pytest.raises(ValueError, match=r"missing config key\(s\) finetune.seed"):
         EvalSettings.from_config(config)
     config = _config().to_dict()
     config["finetune"]["tasks"]["cmrc"] = {}

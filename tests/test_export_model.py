@@ -15,7 +15,8 @@ pytest.importorskip("tokenizers")
 from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
-from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
+from babylm_jax.config.model import ModelConfig  # noqa: E402
+from babylm_jax.model.transformer import Transformer  # noqa: E402
 
 TEXT = "今天天气很好我们去公园散步吧他把杯子打碎了书被她放在桌子上小猫在睡觉老师说的话很有道理。，！？"
 PAIRS = [  # (good, bad), written for this test

@@ -12,9 +12,10 @@ import pytest
 
 from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval import clue, finetune
+from babylm_jax.eval import clue, finetune, runner
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
 FILLER = "天地人你我他上下大小山水"
@@ -172,7 +173,7 @@ def test_registry_runner_on_fixture_files(tmp_path):
     config.finetune.update(progress=False, max_len=24, batch_size=16, epochs=1)
     config.finetune.tasks.diagnostic_nli.epochs = 2  # a task's own key wins over the global one
     embedding_before = np.array(params["params"]["embed"]["embedding"])
-    result = spec.run(loaded, FIXTURES, EvalSettings.from_config(config))
+    result = runner.run_task(spec, loaded, FIXTURES, EvalSettings.from_config(config))
     # The caller's pretrained params survive (fine-tuning trains a copy), so the next task can use them.
     np.testing.assert_array_equal(params["params"]["embed"]["embedding"], embedding_before)
     assert set(result.values) == {"accuracy"} and 0 <= result.values["accuracy"] <= 1

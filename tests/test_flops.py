@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import objectives
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import metrics
 
 # A small config: d 32, 2 layers, 2 heads, FFN 64, vocabulary 100, rows of 16 tokens.

@@ -17,7 +17,8 @@ from babylm_jax.eval import cogbench, features, fmri, ridge
 from babylm_jax.tools import fmri_synth
 from babylm_jax.eval.settings import EvalSettings, default_settings
 from babylm_jax.tasks.registry import TaskSpec
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 
 
 @pytest.fixture(scope="module")

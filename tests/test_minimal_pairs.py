@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from babylm_jax.corpus.tokenizer import CharTokenizer
-from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.eval import minimal_pairs, runner, scoring
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.eval.settings import ScoringSettings, default_settings
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 from babylm_jax.model.loaded import LoadedModel
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
@@ -119,7 +120,7 @@ def test_run_task_on_fixtures():
     loaded = _tiny_loaded(tokenizer, family="mlm")
     settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
                                                                                within_word_l2r=False))
-    result = tasks.get_task("zhoblimp").run(loaded, FIXTURES, settings)
+    result = runner.run_task(tasks.get_task("zhoblimp"), loaded, FIXTURES, settings)
     assert set(result.values) == {"accuracy"}
     details = result.details
     assert details["num_items"] == 5 and details["num_uids"] == 2 and details["scoring"] == "pll"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import layers, objectives
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
 
 V, L = 50, 12
@@ -275,3 +276,15 @@ def test_the_export_states_the_norm_epsilon_of_both_norms():
     from babylm_jax.hf import hf_config
 
     assert layers.RMSNorm.eps == layers.LayerNorm.eps == hf_config.NORM_EPS
+
+
+def test_model_defaults_are_configs_base_values_and_bad_keys_are_named():
+    import configs.base
+
+    assert ModelConfig() == ModelConfig.from_config(configs.base.get_config().model)
+    with pytest.raises(ValueError, match=r"unknown config key\(s\) model.d_modle"):
+        ModelConfig.from_config({"d_modle": 64})
+    with pytest.raises(ValueError, match=r"config key model.num_layers: 2.0 is not of type int"):
+        ModelConfig.from_config({"num_layers": 2.0})
+    with pytest.raises(ValueError, match=r"config key model.norm: 'batchnorm' is not one of"):
+        ModelConfig.from_config({"norm": "batchnorm"})

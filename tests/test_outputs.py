@@ -135,11 +135,12 @@ def test_one_writer_per_output_and_no_reads_of_live_checkpoints(capsys, run, tmp
 
 
 @pytest.mark.parametrize("override,key", [
-    ("--config.train.learning_rate=-0.001", "train.learning_rate=-0.001 must be > 0"),
-    ("--config.train.mask_rate=1.5", "train.mask_rate=1.5 must be in (0, 1)"),
-    ("--config.train.hybrid_causal_share=2.0", "train.hybrid_causal_share=2.0 must be in [0, 1]"),
-    ("--config.train.weight_decay=-1.0", "train.weight_decay=-1.0 must be >= 0"),
-    ("--config.train.warmup_steps=-5", "train.warmup_steps=-5 must be >= 0"),
+    ("--config.train.learning_rate=-0.001", "train.learning_rate=-0.001: must be > 0"),
+    ("--config.train.mask_rate=1.5", "train.mask_rate=1.5: must be in [0, 1)"),
+    ("--config.train.hybrid_causal_share=2.0", "train.hybrid_causal_share=2.0: must be in [0, 1]"),
+    ("--config.train.weight_decay=-1.0", "train.weight_decay=-1.0: must be >= 0"),
+    ("--config.train.b2=1.0", "train.b2=1.0: must be in [0, 1)"),
+    ("--config.train.writers=('jsonl', 'mlflow')", "train.writers=('jsonl', 'mlflow'): must name writers of"),
 ])
 def test_values_no_one_means_are_refused_by_key(capsys, tmp_path, override, key):
     line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", override])

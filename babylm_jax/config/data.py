@@ -9,9 +9,9 @@ dataclasses of their own), and its rule to `validate`.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any
 
+from babylm_jax.config.typed import build
 from babylm_jax.core.text import Normalizer
 
 KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
@@ -68,7 +68,7 @@ class DataConfig:
     @classmethod
     def from_config(cls, data_config: Any) -> "DataConfig":
         """Builds the data config from `config.data`, naming any unknown, missing or invalid key."""
-        config = _build(cls, data_config, "data.")
+        config = build(cls, data_config, "data.")
         config.validate()
         return config
 
@@ -100,35 +100,3 @@ class DataConfig:
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"config key {key}: {value!r} is not one of {allowed}")
-
-
-def _build(cls: type, values: Any, prefix: str) -> Any:
-    """`cls(**values)` with each value checked against its field's type; keys named `prefix` + name."""
-    if isinstance(values, cls):
-        return values
-    if not hasattr(values, "items"):
-        raise ValueError(f"config key {prefix[:-1]}: expected a group of settings, got {values!r}")
-    types = typing.get_type_hints(cls)
-    given = dict(values.items())
-    unknown, missing = sorted(set(given) - set(types)), sorted(set(types) - set(given))
-    if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(prefix + k for k in unknown)}; known: {sorted(types)}")
-    if missing:
-        raise ValueError(f"missing config key(s) {', '.join(prefix + k for k in missing)} (configs/base.py has them all)")
-    return cls(**{name: _typed(tp, given[name], prefix + name) for name, tp in types.items()})
-
-
-def _typed(tp: Any, value: Any, key: str) -> Any:
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key + ".")
-    if tp is bool and isinstance(value, bool):
-        return value
-    if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is str and isinstance(value, str):
-        return value
-    if tp == tuple[str, ...] and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"config key {key}: {value!r} is not of type {getattr(tp, '__name__', tp)}")

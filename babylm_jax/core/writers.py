@@ -41,8 +41,6 @@ def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
         if name in EXTRAS and importlib.util.find_spec(EXTRAS[name]) is None:
             raise ImportError(f"config key train.writers: {name!r} needs the {EXTRAS[name]} package; "
                               f"install it with: pip install -e \".[{EXTRAS[name]}]\"")
-    if "wandb" in names and train.wandb.mode not in WANDB_MODES:
-        raise ValueError(f"config key train.wandb.mode={train.wandb.mode!r}: choose from {', '.join(WANDB_MODES)}")
     return ("jsonl", *[n for n in dict.fromkeys(names) if n != "jsonl"])
 
 

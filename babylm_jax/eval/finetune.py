@@ -36,7 +36,8 @@ from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel, Params
-from babylm_jax.model.transformer import ModelConfig, Transformer, weight_decay_mask
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer, weight_decay_mask
 
 NEG_INF = -1e9  # score of a padded option slot
 

@@ -15,11 +15,11 @@ import ml_collections
 
 from babylm_jax.config import eval_defaults
 from babylm_jax.config.files import load_config_file
+from babylm_jax.config.typed import Rule, build
 from babylm_jax.eval import clue, cogbench, finetune_config, ridge
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 
 DEFAULT_CONFIG = pathlib.Path(eval_defaults.__file__)  # the one home of the values, shipped in the package
-Rule = tuple[str, bool, str]  # (field, holds, what it must be)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,30 +194,6 @@ def _sections(config: Mapping[str, Any], names: tuple[str, ...], prefix: str) ->
         raise ValueError(f"evaluation config: unknown key(s) {[prefix + k for k in unknown]}, missing key(s) "
                          f"{[prefix + k for k in missing]} (compare with configs/eval.py)")
     return {name: config[name] for name in names}
-
-
-def build(cls: type, values: Mapping[str, Any], prefix: str, given: Mapping[str, Any] | None = None,
-          prefixes: Mapping[str, str] | None = None) -> Any:
-    """`cls(**values, **given)` checked: unknown, missing and invalid keys are named (ValueError).
-
-    A key is named `prefix + key`, or `prefixes[key] + key` where given (per-task overrides).
-    """
-    given, prefixes = dict(given or {}), dict(prefixes or {})
-    name = lambda key: prefixes.get(key, prefix) + key  # noqa: E731
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(values).items()}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(map(name, unknown))}; known: {sorted(fields)}")
-    missing = sorted(k for k, f in fields.items()
-                     if k not in values and k not in given and f.default is dataclasses.MISSING)
-    if missing:
-        raise ValueError(f"config key(s) {', '.join(map(name, missing))} missing (see configs/eval.py)")
-    built = cls(**values, **given)
-    for field, holds, rule in built.rules():
-        if not holds:
-            raise ValueError(f"config key {name(field)}={getattr(built, field)!r}: {rule}")
-    return built
 
 
 def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> dict[str, FinetuneOptions]:

@@ -12,7 +12,7 @@ from typing import Any
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from babylm_jax.core.vocab import FAMILIES
 from babylm_jax.model import layers
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 
 SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID, "mask": MASK_ID, "cls": CLS_ID, "sep": SEP_ID}
 NORM_EPS = layers.RMSNorm.eps  # the model's norms (RMSNorm and LayerNorm share it)

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from babylm_jax.core.atomic import TEMP_MARKS, atomic_dir
 from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 
 CODE_DIR = pathlib.Path(__file__).parent
 

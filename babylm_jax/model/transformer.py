@@ -11,15 +11,13 @@ tied output projection, as BERT does). Losses live in `objectives.py`.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 
-from babylm_jax.core.vocab import FAMILIES
+from babylm_jax.config.model import ModelConfig
 from babylm_jax.model import layers
 
 REMAT_POLICIES = {
@@ -28,59 +26,6 @@ REMAT_POLICIES = {
     "dots": jax.checkpoint_policies.checkpoint_dots,
     "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """Sizes and switches of the Transformer; built from `config.model`."""
-
-    family: str = "causal"
-    vocab_size: int = 8000
-    d_model: int = 256
-    num_layers: int = 4
-    num_heads: int = 4
-    d_ff: int = 688
-    max_len: int = 512
-    mlp: str = "swiglu"
-    norm: str = "rmsnorm"
-    rope_theta: float = 10000.0
-    dropout: float = 0.0
-    scan_layers: bool = False
-    remat: str = "none"
-    dtype: str = "float32"
-
-    @classmethod
-    def from_config(cls, model_config: ml_collections.ConfigDict) -> "ModelConfig":
-        """Builds the model config, naming any unknown or invalid `model.*` key."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = dict(model_config)
-        unknown = sorted(set(values) - fields)
-        if unknown:
-            raise ValueError(f"unknown config key(s) model.{', model.'.join(unknown)}; known: {sorted(fields)}")
-        config = cls(**values)
-        config.validate()
-        return config
-
-    def validate(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"config key model.family: {self.family!r} is not one of {FAMILIES}")
-        if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
-            raise ValueError(
-                f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
-                "head width d_model/num_heads must be an even integer"
-            )
-        if self.remat not in REMAT_POLICIES:
-            raise ValueError(f"config key model.remat: {self.remat!r} is not one of {sorted(REMAT_POLICIES)}")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
-
-    @property
-    def compute_dtype(self) -> Any:
-        return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
-
-    @property
-    def has_head_transform(self) -> bool:
-        return self.family != "causal"
 
 
 class Block(nn.Module):

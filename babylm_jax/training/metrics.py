@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
-from babylm_jax.model.transformer import ModelConfig
+from babylm_jax.config.model import ModelConfig
 from babylm_jax.training import curricula
 
 # Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).

@@ -12,10 +12,11 @@ import ml_collections
 from absl import logging
 import optax
 
+from babylm_jax.config.train import OPTIMIZERS, SCHEDULES, TrainConfig
 from babylm_jax.model.transformer import weight_decay_mask
 
 
-def effective_warmup(train: ml_collections.ConfigDict) -> int:
+def effective_warmup(train: TrainConfig | ml_collections.ConfigDict) -> int:
     """`train.warmup_steps`, shortened to a tenth of the run when the run is shorter than it."""
     if train.num_steps < 1:
         raise ValueError(f"config key train.num_steps={train.num_steps} must be >= 1")
@@ -27,7 +28,7 @@ def effective_warmup(train: ml_collections.ConfigDict) -> int:
     return train.warmup_steps
 
 
-def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
+def make_schedule(train: TrainConfig | ml_collections.ConfigDict) -> optax.Schedule:
     """The learning-rate schedule named by `train.schedule`."""
     peak, steps = train.learning_rate, train.num_steps
     floor = peak * train.min_lr_ratio
@@ -47,10 +48,10 @@ def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
             ],
             boundaries=[warmup, warmup + stable_steps],
         )
-    raise ValueError(f"config key train.schedule: unknown schedule {train.schedule!r} (use 'cosine' or 'wsd')")
+    raise ValueError(f"config key train.schedule: unknown schedule {train.schedule!r} (use one of {SCHEDULES})")
 
 
-def make_optimizer(train: ml_collections.ConfigDict) -> optax.GradientTransformation:
+def make_optimizer(train: TrainConfig | ml_collections.ConfigDict) -> optax.GradientTransformation:
     """Clip-by-global-norm followed by the optimizer named by `train.optimizer`."""
     schedule = make_schedule(train)
     if train.optimizer == "adamw":
@@ -58,5 +59,5 @@ def make_optimizer(train: ml_collections.ConfigDict) -> optax.GradientTransforma
     elif train.optimizer == "lamb":
         opt = optax.lamb(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay, mask=weight_decay_mask)
     else:
-        raise ValueError(f"config key train.optimizer: unknown optimizer {train.optimizer!r} (use 'adamw' or 'lamb')")
+        raise ValueError(f"config key train.optimizer: unknown optimizer {train.optimizer!r} (use one of {OPTIMIZERS})")
     return optax.chain(optax.clip_by_global_norm(train.grad_clip), opt)

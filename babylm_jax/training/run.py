@@ -13,17 +13,16 @@ import ml_collections
 import optax
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.data import DataConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.config import values as value_checks
 from babylm_jax.core import writers
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
-from babylm_jax.training.state import TrainState, build_model, sharded_init
+from babylm_jax.training.state import TrainState, sharded_init
 
 
 @dataclasses.dataclass
@@ -73,30 +72,20 @@ def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
 def checked_parts(
     config: ml_collections.ConfigDict,
 ) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
-    """The model, mesh and optimizer of `config`, every model, train, mesh and data key checked."""
-    value_checks.check_values(config)  # values no one means: a negative learning rate, a mask rate of 1.5
-    model = build_model(config)  # validates model keys and seq_len
-    devices = sharding.run_devices(config.mesh, jax.devices()) if jax.process_count() == 1 else None
-    mesh = sharding.make_mesh(config.mesh, devices)
-    sharding.check_batch_size(config.train.batch_size, mesh)
-    if config.train.batch_size % (jax.process_count() * config.train.grad_accum_steps):
+    """The model, mesh and optimizer of `config`, every key checked (`RunConfig`) before the devices."""
+    run_config = RunConfig.from_config(config)
+    model = Transformer(run_config.model)
+    devices = sharding.run_devices(run_config.mesh, jax.devices()) if jax.process_count() == 1 else None
+    mesh = sharding.make_mesh(run_config.mesh, devices)
+    train = run_config.train
+    sharding.check_batch_size(train.batch_size, mesh)
+    if train.batch_size % (jax.process_count() * train.grad_accum_steps):
         raise ValueError(
-            f"config key train.batch_size={config.train.batch_size} must divide evenly over "
-            f"{jax.process_count()} processes x train.grad_accum_steps={config.train.grad_accum_steps}"
+            f"config key train.batch_size={train.batch_size} must divide evenly over "
+            f"{jax.process_count()} processes x train.grad_accum_steps={train.grad_accum_steps}"
         )
-    rows_per_pass = config.train.batch_size // config.train.grad_accum_steps
-    if config.model.family == "hybrid" and config.train.hybrid_causal_share > 0 and not round(
-            rows_per_pass * config.train.hybrid_causal_share):
-        raise ValueError(
-            f"config key train.hybrid_causal_share={config.train.hybrid_causal_share} of "
-            f"{rows_per_pass} rows a pass (train.batch_size={config.train.batch_size} / "
-            f"train.grad_accum_steps={config.train.grad_accum_steps}) rounds to no causal row: "
-            "use fewer passes, more rows or a larger share"
-        )
-    optimizer = optim.make_optimizer(config.train)
     writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
-    DataConfig.from_config(config.data)  # and the data keys
-    return model, mesh, optimizer
+    return model, mesh, optim.make_optimizer(run_config.train)
 
 
 def _train_data(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> TrainData:

@@ -14,6 +14,8 @@ import ml_collections
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from babylm_jax.config.train import MeshConfig
+
 BATCH_AXES = ("data", "fsdp")
 
 
@@ -30,7 +32,7 @@ def logical_axis_rules(fsdp: bool) -> tuple[tuple[str, Any], ...]:
     )
 
 
-def make_mesh(mesh_config: ml_collections.ConfigDict, devices: list | None = None) -> Mesh:
+def make_mesh(mesh_config: MeshConfig | ml_collections.ConfigDict, devices: list | None = None) -> Mesh:
     """A (data, fsdp) mesh over all devices; `mesh.fsdp` devices per FSDP group."""
     devices = list(jax.devices() if devices is None else devices)
     fsdp = mesh_config.fsdp
@@ -39,7 +41,7 @@ def make_mesh(mesh_config: ml_collections.ConfigDict, devices: list | None = Non
     return Mesh(np.asarray(devices).reshape(len(devices) // fsdp, fsdp), BATCH_AXES)
 
 
-def run_devices(mesh_config: ml_collections.ConfigDict, available: list) -> list:
+def run_devices(mesh_config: MeshConfig | ml_collections.ConfigDict, available: list) -> list:
     """The devices a single-process run uses: the first `mesh.num_devices` (0 = all), checked."""
     wanted = mesh_config.num_devices
     if not 0 <= wanted <= len(available):

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 
 
@@ -23,13 +24,8 @@ class TrainState:
 
 
 def build_model(config: ml_collections.ConfigDict) -> Transformer:
-    """The Transformer described by `config.model`, with seq_len checked against max_len."""
-    model_config = ModelConfig.from_config(config.model)
-    if config.train.seq_len > model_config.max_len:
-        raise ValueError(
-            f"config key train.seq_len={config.train.seq_len} exceeds model.max_len={model_config.max_len}"
-        )
-    return Transformer(model_config)
+    """The Transformer described by `config.model`, every key of the run's config checked (`RunConfig`)."""
+    return Transformer(RunConfig.from_config(config).model)
 
 
 def boxed_init_fn(

@@ -33,7 +33,8 @@ from babylm_jax.core import workers
 from babylm_jax.config.data import DataConfig
 from babylm_jax.core.vocab import framing_for
 from babylm_jax.model import objectives
-from babylm_jax.model.transformer import ModelConfig, Transformer
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.transformer import Transformer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -45,7 +45,8 @@ import configs.eval  # noqa: E402
 from conditions import Conditions  # noqa: E402
 from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import clue, finetune  # noqa: E402
-from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
+from babylm_jax.config.model import ModelConfig  # noqa: E402
+from babylm_jax.model.transformer import Transformer  # noqa: E402
 
 NUM_LABELS = 2
 

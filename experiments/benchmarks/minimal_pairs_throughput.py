@@ -44,7 +44,8 @@ from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
-from babylm_jax.model.transformer import ModelConfig, Transformer  # noqa: E402
+from babylm_jax.config.model import ModelConfig  # noqa: E402
+from babylm_jax.model.transformer import Transformer  # noqa: E402
 from babylm_jax.training import metrics  # noqa: E402
 
 

@@ -1,0 +1,72 @@
+"""The `model.*` settings, typed and checked: one `ModelConfig` for every model family.
+
+    model = ModelConfig.from_config(config.model)   # names any unknown, mistyped or invalid key
+
+The defaults are configs/base.py's values (a test holds them equal).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from babylm_jax.config.typed import build
+from babylm_jax.core.vocab import FAMILIES
+
+REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
+DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
+NORMS = ("rmsnorm", "layernorm")  # model.norm
+MLPS = ("swiglu", "gelu")  # model.mlp
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and switches of the Transformer; built from `config.model`."""
+
+    family: str = "causal"
+    vocab_size: int = 6000
+    d_model: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    d_ff: int = 384
+    max_len: int = 512
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    rope_theta: float = 10000.0
+    dropout: float = 0.0
+    scan_layers: bool = False
+    remat: str = "none"
+    dtype: str = "float32"
+
+    @classmethod
+    def from_config(cls, model_config: Any) -> "ModelConfig":
+        """Builds the model config from `config.model`, naming any unknown, mistyped or invalid key;
+        a key left out takes the default above (configs/base.py's value)."""
+        config = build(cls, model_config, "model.")
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"config key model.family: {self.family!r} is not one of {FAMILIES}")
+        if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
+            raise ValueError(
+                f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
+                "head width d_model/num_heads must be an even integer"
+            )
+        for key, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS)):
+            if value not in allowed:
+                raise ValueError(f"config key model.{key}: {value!r} is not one of {allowed}")
+        if self.remat not in REMATS:
+            raise ValueError(f"config key model.remat: {self.remat!r} is not one of {REMATS}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
+
+    @property
+    def compute_dtype(self) -> Any:
+        import jax.numpy as jnp  # here, so that checking a config imports no jax
+
+        return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
+
+    @property
+    def has_head_transform(self) -> bool:
+        return self.family != "causal"

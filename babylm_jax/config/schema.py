@@ -1,0 +1,65 @@
+"""The one schema of a run's config, built and checked once at the entry point, before any work.
+
+    run = RunConfig.from_config(config)   # every key of every group typed and checked
+    run.data, run.model, run.train, ...   # each layer is handed its part
+
+A run's config file (configs/base.py and the recipes that start from it) holds the groups
+below; `RunConfig.from_config` names the first unknown, missing, mistyped or invalid key,
+and the rules across groups (sequence length against the model's, the batch against its
+passes).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from babylm_jax.config.data import DataConfig
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.train import CheckpointConfig, DistributedConfig, MeshConfig, TrainConfig
+from babylm_jax.config.typed import build
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Every group of a training run's config, typed."""
+
+    data: DataConfig
+    model: ModelConfig
+    train: TrainConfig
+    checkpoint: CheckpointConfig
+    mesh: MeshConfig
+    distributed: DistributedConfig
+
+    @classmethod
+    def from_config(cls, config: Any) -> "RunConfig":
+        """The typed config of `config` (a ConfigDict of the groups above); ValueError names the bad key."""
+        groups = set(config.keys())
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown, missing = sorted(groups - set(fields)), sorted(set(fields) - groups)
+        if unknown or missing:
+            raise ValueError(f"config groups: unknown {unknown}, missing {missing}; a run's config has {fields}")
+        run = cls(data=DataConfig.from_config(config.data), model=ModelConfig.from_config(config.model),
+                  **{name: build(cls_, config[name], name + ".") for name, cls_ in (
+                      ("train", TrainConfig), ("checkpoint", CheckpointConfig), ("mesh", MeshConfig),
+                      ("distributed", DistributedConfig))})
+        run.validate()
+        return run
+
+    def validate(self) -> None:
+        """The rules across groups."""
+        train, model = self.train, self.model
+        for key, length in [("train.seq_len", train.seq_len), *(
+                ("train.seq_len_curriculum", length) for _, length in train.seq_len_curriculum)]:
+            if length > model.max_len:
+                raise ValueError(f"config key {key}={length} exceeds model.max_len={model.max_len}")
+        rows_per_pass = train.batch_size // train.grad_accum_steps
+        if train.batch_size % train.grad_accum_steps:
+            raise ValueError(f"config key train.batch_size={train.batch_size} must divide evenly over "
+                             f"train.grad_accum_steps={train.grad_accum_steps}")
+        if model.family == "hybrid" and train.hybrid_causal_share > 0 and not round(
+                rows_per_pass * train.hybrid_causal_share):
+            raise ValueError(
+                f"config key train.hybrid_causal_share={train.hybrid_causal_share} of "
+                f"{rows_per_pass} rows a pass (train.batch_size={train.batch_size} / "
+                f"train.grad_accum_steps={train.grad_accum_steps}) rounds to no causal row: "
+                "use fewer passes, more rows or a larger share")

@@ -1,0 +1,144 @@
+"""The `train.*`, `checkpoint.*`, `mesh.*` and `distributed.*` settings, typed, with their rules.
+
+configs/base.py holds every key and its default; a key here without a default must be given.
+Rules that need the devices (the mesh's size) are checked where the mesh is made
+(`training.sharding`); every other rule is checked here, before any work.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from babylm_jax.config.typed import Rule
+from babylm_jax.core.writers import WANDB_MODES, WRITERS
+
+SCHEDULES = ("cosine", "wsd")  # train.schedule
+OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorBoardConfig:
+    """`train.tensorboard.*` (train.writers "tensorboard")."""
+
+    logdir: str  # "" = <workdir>/tensorboard
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbConfig:
+    """`train.wandb.*` (train.writers "wandb")."""
+
+    project: str
+    entity: str
+    name: str
+    group: str
+    tags: tuple[str, ...]
+    mode: str
+
+    def rules(self) -> list[Rule]:
+        return [("mode", self.mode in WANDB_MODES, f"must be one of {WANDB_MODES}")]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """`train.*`: the optimisation, its schedule and curricula, logging and in-run evaluation."""
+
+    num_steps: int
+    batch_size: int  # global, over all devices and processes
+    seq_len: int
+    learning_rate: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    b1: float
+    b2: float
+    grad_clip: float
+    seed: int
+    log_every_steps: int
+    eval_every_steps: int
+    eval_batches: int
+    eval_tasks: str
+    eval_task_items: int
+    eval_data_dir: str
+    optimizer: str
+    schedule: str
+    decay_share: float
+    grad_accum_steps: int
+    ema_decay: float
+    z_loss: float
+    mask_rate: float
+    mask_rate_final: float
+    hybrid_causal_share: float
+    seq_len_curriculum: tuple[tuple[float, int], ...]
+    allow_schedule_change: bool
+    writers: tuple[str, ...]
+    tensorboard: TensorBoardConfig
+    wandb: WandbConfig
+
+    def rules(self) -> list[Rule]:
+        return [
+            ("writers", set(self.writers) <= set(WRITERS), f"must name writers of {WRITERS}"),
+            ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
+            ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
+            ("b1", 0 <= self.b1 < 1, "must be in [0, 1)"),
+            ("b2", 0 <= self.b2 < 1, "must be in [0, 1)"),
+            ("grad_clip", self.grad_clip > 0, "must be > 0"),
+            ("z_loss", self.z_loss >= 0, "must be >= 0"),
+            ("eval_batches", self.eval_batches >= 1, "must be >= 1"),
+            ("num_steps", self.num_steps >= 1, "must be >= 1"),
+            ("batch_size", self.batch_size >= 1, "must be positive"),
+            ("seq_len", self.seq_len >= 2, "must be >= 2"),
+            ("learning_rate", self.learning_rate > 0, "must be > 0"),
+            ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
+            ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
+            ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
+            ("decay_share", 0 <= self.decay_share <= 1, "must be in [0, 1]"),
+            ("grad_accum_steps", self.grad_accum_steps >= 1, "must be >= 1"),
+            ("log_every_steps", self.log_every_steps >= 1, "must be >= 1"),
+            ("eval_every_steps", self.eval_every_steps >= 1, "must be >= 1"),
+            ("ema_decay", 0 <= self.ema_decay < 1, "must be in [0, 1)"),
+            ("mask_rate", 0 <= self.mask_rate < 1, "must be in [0, 1)"),
+            ("mask_rate_final", 0 <= self.mask_rate_final < 1, "must be in [0, 1)"),
+            ("hybrid_causal_share", 0 <= self.hybrid_causal_share <= 1, "must be in [0, 1]"),
+            ("seq_len_curriculum", all(0 <= share < 1 and length >= 2 for share, length in self.seq_len_curriculum),
+             "must be ((start_share in [0, 1), seq_len >= 2), ...)"),
+        ]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    """`checkpoint.*`: rolling checkpoints and word-milestone ones."""
+
+    every_steps: int
+    max_to_keep: int
+    word_milestones: bool
+    milestone_unit: int  # words per unit (BabyLM: 1M)
+
+    def rules(self) -> list[Rule]:
+        return [("every_steps", self.every_steps >= 1, "must be >= 1"),
+                ("max_to_keep", self.max_to_keep >= 1, "must be >= 1"),
+                ("milestone_unit", self.milestone_unit >= 1, "must be >= 1")]
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshConfig:
+    """`mesh.*`: which devices, split how."""
+
+    num_devices: int  # single-process runs: the first N devices; 0 = all
+    fsdp: int  # devices per FSDP group
+
+    def rules(self) -> list[Rule]:
+        return [("num_devices", self.num_devices >= 0, "must be >= 0 (0 = all)"),
+                ("fsdp", self.fsdp >= 1, "must be >= 1")]
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig:
+    """`distributed.*`: multi-host runs."""
+
+    initialize: bool
+    coordinator_address: str
+    num_processes: int
+    process_id: int
+
+    def rules(self) -> list[Rule]:
+        return [("num_processes", self.num_processes >= 1, "must be >= 1"),
+                ("process_id", 0 <= self.process_id < self.num_processes, "must be in [0, num_processes)")]

@@ -1,0 +1,94 @@
+"""The one way a config group becomes a typed, checked dataclass.
+
+    data = build(DataConfig, config.data, "data.")
+
+A key the dataclass lacks is refused, a field without a default must be given, each value
+must have its field's type (ints are taken as floats, lists as tuples), nested groups are
+dataclasses of their own, and a class's `rules()` ((field, holds, what it must be), ...) are
+checked last. Every error names the key (`prefix + field`) and what is wrong.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Mapping
+
+Rule = tuple[str, bool, str]  # (field, holds, what it must be)
+
+
+def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None = None,
+          prefixes: Mapping[str, str] | None = None) -> Any:
+    """`cls(**values, **given)` checked; `given` values are not type-checked (set by code, not by users).
+
+    A key is named `prefix + key`, or `prefixes[key] + key` where given (per-task overrides).
+    """
+    if isinstance(values, cls):
+        return values
+    if not hasattr(values, "items"):
+        raise ValueError(f"config key {prefix[:-1]}: expected a group of settings, got {values!r}")
+    given, prefixes = dict(given or {}), dict(prefixes or {})
+    name = lambda key: prefixes.get(key, prefix) + key  # noqa: E731
+    hints, fields = typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+    values = dict(values.items())
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown config key(s) {', '.join(map(name, unknown))}; known: {sorted(fields)}")
+    missing = sorted(k for k, f in fields.items() if k not in values and k not in given
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ValueError(f"missing config key(s) {', '.join(map(name, missing))} (configs/base.py and "
+                         "babylm_jax/config/eval_defaults.py have them all)")
+    built = cls(**{k: typed(hints[k], v, name(k)) for k, v in values.items()}, **given)
+    for field, holds, rule in getattr(built, "rules", lambda: [])():
+        if not holds:
+            raise ValueError(f"config key {name(field)}={getattr(built, field)!r}: {rule}")
+    return built
+
+
+def typed(tp: Any, value: Any, key: str) -> Any:
+    """`value` as type `tp` (the field's annotation); ValueError naming `key` when it is not one."""
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, key + ".")
+    converted = _convert(tp, value, key)
+    if converted is _NOT:
+        raise ValueError(f"config key {key}: {value!r} is not of type {_name(tp)}")
+    return converted
+
+
+_NOT = object()
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for option in args:
+            converted = _convert(option, value, key)
+            if converted is not _NOT:
+                return converted
+        return _NOT
+    if tp is type(None):
+        return None if value is None else _NOT
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return _NOT
+        kinds = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        if len(kinds) != len(value):
+            return _NOT
+        items = [_convert(kind, item, key) for kind, item in zip(kinds, value)]
+        return _NOT if any(item is _NOT for item in items) else tuple(items)
+    if tp is Any or origin in (Mapping, dict) or tp in (Mapping, dict):
+        return value
+    if tp is bool:
+        return value if isinstance(value, bool) else _NOT
+    if tp is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _NOT
+    if tp is float:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _NOT
+    if tp is str:
+        return value if isinstance(value, str) else _NOT
+    return _NOT
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
