@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from babylm_jax.model import layers
+from babylm_jax.model import attention, layers
 
 FAMILIES = ("causal", "mlm", "hybrid")
 REMAT_POLICIES = {
@@ -48,6 +48,8 @@ class ModelConfig:
     scan_layers: bool = False
     remat: str = "none"
     dtype: str = "float32"
+    attention: str = "auto"  # attention.KINDS; "auto" resolves per backend
+    residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
 
     @classmethod
     def from_config(cls, model_config: ml_collections.ConfigDict) -> "ModelConfig":
@@ -73,10 +75,25 @@ class ModelConfig:
             raise ValueError(f"config key model.remat: {self.remat!r} is not one of {sorted(REMAT_POLICIES)}")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
+        if self.residual_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"config key model.residual_dtype: {self.residual_dtype!r} (use 'float32' or 'bfloat16')")
+        if self.residual_dtype == "bfloat16" and self.dtype != "bfloat16":
+            raise ValueError("config key model.residual_dtype='bfloat16' needs model.dtype='bfloat16'")
+        if self.attention not in attention.KINDS:
+            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(attention.KINDS)}")
 
     @property
     def compute_dtype(self) -> Any:
         return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
+
+    @property
+    def stream_dtype(self) -> Any:
+        """The residual stream's dtype (model.residual_dtype)."""
+        return jnp.bfloat16 if self.residual_dtype == "bfloat16" else jnp.float32
+
+    def for_platform(self, platform: str) -> "ModelConfig":
+        """This config with model.attention resolved for `platform` (ValueError if it cannot run there)."""
+        return dataclasses.replace(self, attention=attention.resolve(self.attention, platform, self.compute_dtype))
 
     @property
     def has_head_transform(self) -> bool:
@@ -93,17 +110,17 @@ class Block(nn.Module):
         self,
         x_BxLxD: jax.Array,
         rope: tuple[jax.Array, jax.Array],
-        mask_Bx1xLxL: jax.Array,
+        mask: attention.Mask,
         deterministic: bool,
     ) -> tuple[jax.Array, jax.Array]:
         c = self.config
         dtype = c.compute_dtype
         h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
-        h = layers.Attention(c.num_heads, dtype, name="attn")(h, rope, mask_Bx1xLxL)
-        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        h = layers.Attention(c.num_heads, dtype, c.attention, name="attn")(h, rope, mask)
+        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x_BxLxD.dtype)
         h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
         h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
-        x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x.dtype)
         return x, x_BxLxD  # new carry, and this block's input as a hidden state
 
 
@@ -167,16 +184,17 @@ class Transformer(nn.Module):
         if causal is None:
             causal = c.family == "causal"
         causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), (b,))
-        mask_Bx1xLxL = layers.attention_mask(segment_ids_BxL, causal_B)
+        mask = attention.Mask(attention.attention_mask(segment_ids_BxL, causal_B), all_causal=causal is True)
         rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 
-        x_BxLxD = self.embed(tokens_BxL).astype(c.compute_dtype)
+        # the stream between blocks in c.stream_dtype (float32 by default); each block computes in c.compute_dtype
+        x_BxLxD = self.embed(tokens_BxL).astype(c.stream_dtype)
         if c.scan_layers:
-            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
+            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask, deterministic)
         else:
             inputs = []
             for block in self.blocks:
-                x_BxLxD, block_input = block(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
+                x_BxLxD, block_input = block(x_BxLxD, rope, mask, deterministic)
                 inputs.append(block_input)
             block_inputs_NxBxLxD = jnp.stack(inputs) if return_hidden_states else None
         hidden_BxLxD = self.final_norm(x_BxLxD)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
+from babylm_jax.model import attention
 from babylm_jax.model.transformer import ModelConfig, Transformer
 from babylm_jax.training import optim, sharding
 
@@ -22,9 +23,11 @@ class TrainState:
     ema_params: Any  # None when train.ema_decay == 0
 
 
-def build_model(config: ml_collections.ConfigDict) -> Transformer:
-    """The Transformer described by `config.model`, with seq_len checked against max_len."""
-    model_config = ModelConfig.from_config(config.model)
+def build_model(config: ml_collections.ConfigDict, platform: str | None = None) -> Transformer:
+    """The Transformer described by `config.model`, with seq_len checked against max_len and
+    model.attention resolved for `platform` (default: the running backend's)."""
+    platform = platform or attention.platform_of(jax.default_backend())
+    model_config = ModelConfig.from_config(config.model).for_platform(platform)
     if config.train.seq_len > model_config.max_len:
         raise ValueError(
             f"config key train.seq_len={config.train.seq_len} exceeds model.max_len={model_config.max_len}"
