@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from babylm_jax.atomic import atomic_write_json
 from babylm_jax.model import objectives
+from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
@@ -58,13 +59,21 @@ def row_groups(config: ml_collections.ConfigDict) -> int:
     return len(sharding.run_devices(config.mesh, jax.devices()))
 
 
-def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int):
-    """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation."""
+def step_platform(platform: str | None = None) -> str:
+    """The platform a step is built for: `platform`, else the running backend's ("cpu", "cuda", "tpu")."""
+    return platform or platform_of(jax.default_backend())
+
+
+def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int,
+                    platform: str | None = None, groups: int | None = None):
+    """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation, for
+    `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's)."""
     train = config.train
     schedule = optim.make_schedule(train)
     accum = train.grad_accum_steps
     deterministic = config.model.dropout == 0.0
-    groups = row_groups(config)
+    groups = groups or row_groups(config)
+    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk)
 
     def loss_fn(params, micro, rng, step):
         rows = micro["tokens"].shape[0]
@@ -72,7 +81,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, row_groups=groups, summed=accum > 1,
+            deterministic=deterministic, chunk=chunk, row_groups=groups, summed=accum > 1,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -118,16 +127,18 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     return step_fn
 
 
-def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking):
+def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking, platform: str | None = None,
+                   groups: int | None = None):
     """(params, batch) -> (summed loss, predicted tokens) with fixed masking randomness."""
-    groups = row_groups(config)
+    groups = groups or row_groups(config)
+    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, config.train.loss_chunk)
 
     def eval_step(params, batch):
         rows = batch["tokens"].shape[0]
         loss, aux = objectives.compute_loss(
             model, params, batch, jax.random.key(12345),
             mask_rate=config.train.mask_rate_final, masking=masking,
-            causal_rows=int(round(rows * config.train.hybrid_causal_share)), row_groups=groups,
+            causal_rows=int(round(rows * config.train.hybrid_causal_share)), chunk=chunk, row_groups=groups,
         )
         return loss * aux["predicted_tokens"], aux["predicted_tokens"]
 
