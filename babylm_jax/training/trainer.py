@@ -31,6 +31,7 @@ from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training import optim, sharding
+from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, without_words
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
@@ -155,29 +156,10 @@ def evaluate_loss(eval_step, params, eval_batches: list[dict], mesh) -> float:
     """Token-weighted mean loss over the fixed held-out batches."""
     total, count = 0.0, 0.0
     for batch in eval_batches:
-        batch = sharding.global_batch({k: v for k, v in batch.items() if k != "words"}, mesh)
+        batch = sharding.global_batch(without_words(batch), mesh)
         loss_sum, n = eval_step(params, batch)
         total, count = total + float(loss_sum), count + float(n)
     return total / max(count, 1.0)
-
-
-class CompiledSteps:
-    """The jitted train step per sequence length (curriculum phases), with the trainer's shardings."""
-
-    def __init__(self, run: Run):
-        self.run, self._steps = run, {}
-        self.batch_sharding = sharding.batch_sharding(run.mesh)
-
-    def __call__(self, length: int):
-        if length not in self._steps:
-            run = self.run
-            self._steps[length] = jax.jit(
-                make_train_step(run.config, run.model, run.optimizer, run.masking, length),
-                in_shardings=(run.state_shardings, self.batch_sharding, None),
-                out_shardings=(run.state_shardings, sharding.replicated(run.mesh)),
-                donate_argnums=(0,),
-            )
-        return self._steps[length]
 
 
 def eval_params(state: TrainState) -> Any:
@@ -215,21 +197,23 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
                   "train.num_steps with train.allow_schedule_change=True)")
         return {"steps": run.start_step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen}
     writer = metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main)
-    logger = metrics_lib.StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
-    evaluator = RunEvaluator(run, writer)
-    steps, step_rng = CompiledSteps(run), jax.random.fold_in(jax.random.key(config.train.seed), 1)
+    step_rng = jax.random.fold_in(jax.random.key(config.train.seed), 1)
     run_start = time.perf_counter()
+    first_local = next(run.data.train_iterator)  # step start+1's batch: its shapes are the train step's
+    programs = _compile_programs(run, first_local, step_rng, last_step)
+    evaluator = RunEvaluator(run, writer, programs)
+    logger = metrics_lib.StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
     progress = tqdm(total=config.train.num_steps, initial=run.start_step, desc="train", disable=not run.is_main,
                     dynamic_ncols=True)
     stopped_at = None
     try:
         for step in range(run.start_step + 1, last_step + 1):
-            local = next(run.data.train_iterator)
+            local = first_local if step == run.start_step + 1 else next(run.data.train_iterator)
             run.words_seen += _global_words(float(np.sum(local["words"])))
             run.tokens_seen += logger.tokens_per_step
             batch = sharding.global_batch(local, run.mesh)
-            run.state, step_metrics = steps(seq_len_at(config, step - 1))(run.state, batch, step_rng)
+            run.state, step_metrics = programs.train(seq_len_at(config, step - 1))(run.state, batch, step_rng)
             _show(progress, logger.step_done(step, step_metrics, run.words_seen))
             progress.update(1)
             if step % config.train.eval_every_steps == 0 or step == last_step:
@@ -268,12 +252,25 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     return summary
 
 
+def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: int) -> StepPrograms:
+    """The train step at every curriculum length still ahead and the eval step, compiled now; their
+    compile times and memory analyses printed (process 0)."""
+    programs = StepPrograms(run, make_train_step, make_eval_step)
+    eval_batches = [sharding.global_batch(without_words(b), run.mesh)
+                    for b in run.data.eval_batches[: run.config.train.eval_batches]]
+    lines = programs.compile_all(sharding.global_batch(first_local, run.mesh), eval_batches,
+                                 curriculum_lengths(run.config, run.start_step, last_step), rng, eval_params(run.state))
+    if run.is_main:
+        print("\n".join(lines), flush=True)
+    return programs
+
+
 class RunEvaluator:
     """Eval loss on the held-out batches and, when `train.eval_tasks` asks, task scores."""
 
-    def __init__(self, run: Run, writer: metrics_lib.MetricsWriter):
+    def __init__(self, run: Run, writer: metrics_lib.MetricsWriter, programs: StepPrograms):
         self.run, self.writer = run, writer
-        self.eval_step = jax.jit(make_eval_step(run.config, run.model, run.masking))
+        self.eval_step = lambda params, batch: programs.eval(batch)(params, batch)
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]
         self.curves = TaskCurves.from_config(run.config, run.data.tokenizer, run.model, eval_params(run.state))
         self.last_loss, self.last_scores, self.task_seconds = math.nan, {}, 0.0
