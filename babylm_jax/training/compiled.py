@@ -130,6 +130,10 @@ class StepPrograms:
     def count(self) -> int:
         return len(self._train) + len(self._eval)
 
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in [*self._train.values(), *self._eval.values()])
+
 
 def shape_key(batch: dict) -> tuple:
     return tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items()))

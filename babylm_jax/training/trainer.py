@@ -226,6 +226,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
                 progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
                 if evaluator.curves is not None:
                     progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
+                    logger.restart_window()
             if step % config.checkpoint.every_steps == 0 or step == last_step:
                 _save(run, logger, step)
             if stop.should_stop(step) and step != last_step:
@@ -243,7 +244,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
             f"{os.path.join(run.workdir, 'checkpoints', str(stopped_at))}: run the same command to resume"
         )
-    summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start)
+    summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start, programs)
     if run.is_main:
         atomic_write_json(os.path.join(run.workdir, "summary.json"), summary)
         metrics_lib.plot_learning_curves(run.workdir)
@@ -304,11 +305,11 @@ def _save(run: Run, logger: metrics_lib.StepLogger, step: int, milestone: bool =
     meta = {"step": step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen,
             "config": json.loads(run.config.to_json_best_effort())}
     run.checkpointer.save(step, run.state, run.data.train_iterator, meta, milestone=milestone)
+    logger.restart_window()  # the save's time is not training time
 
 
-def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, last_step: int, wall: float) -> dict:
-    steps_run = last_step - run.start_step
-    timed = [h for h in logger.history if h["tokens_per_s"] > 0]
+def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, last_step: int, wall: float,
+             programs: StepPrograms) -> dict:
     return {
         "parameters": count_params(run.state.params),
         "steps": last_step,
@@ -319,8 +320,11 @@ def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, 
         "final_task_scores": evaluator.last_scores,
         "task_eval_seconds": evaluator.task_seconds,
         "wall_time_s": wall,
-        "mean_tokens_per_s": steps_run * logger.tokens_per_step / wall if steps_run else 0.0,
-        "mean_mfu": float(np.mean([h["mfu"] for h in timed])) if timed else 0.0,
+        "train_seconds": logger.timer.total_seconds,  # completed steps only: no compiles, evals or checkpoints
+        "compiles": programs.count,
+        "compile_seconds": programs.seconds,
+        "mean_tokens_per_s": logger.timer.tokens_per_s(),
+        "mean_mfu": logger.mean_mfu(),
         "mfu_peak_source": logger.peak_source,
     }
 
@@ -356,8 +360,9 @@ def format_summary(s: dict) -> str:
         ("jieba words seen", f"{s['words_seen']:,.0f}"),
         ("final train loss", f"{s['final_train_loss']:.4f}"),
         ("final eval loss", f"{s['final_eval_loss']:.4f}"),
-        ("wall time", f"{s['wall_time_s']:.1f} s"),
-        ("mean tokens/s", f"{s['mean_tokens_per_s']:,.0f}"),
+        ("wall time", f"{s['wall_time_s']:.1f} s ({s['train_seconds']:.1f} s in steps; {s['compiles']} "
+                      f"compiles, {s['compile_seconds']:.1f} s)"),
+        ("mean tokens/s", f"{s['mean_tokens_per_s']:,.0f} (tokens over time in steps)"),
         ("mean MFU", f"{s['mean_mfu']:.3f} (peak: {s['mfu_peak_source']})"),
     ]
     rows += [(f"{name} (sample)", f"{acc:.4f}") for name, acc in s.get("final_task_scores", {}).items()]
