@@ -72,6 +72,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.scan_layers = False
     config.model.remat = "none"
     config.model.dtype = "float32"  # "bfloat16" on accelerators
+    # "auto" (cuDNN flash attention on a CUDA GPU in bf16, "reference" on CPU, "xla" elsewhere),
+    # "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16 only) or "reference" (written-out gradient)
+    config.model.attention = "auto"
+    config.model.residual_dtype = "float32"  # the residual stream; "bfloat16" only with model.dtype bfloat16
 
     config.train = ml_collections.ConfigDict()
     config.train.num_steps = 4800
@@ -101,6 +105,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.grad_accum_steps = 2
     config.train.ema_decay = 0.0  # > 0 keeps EMA params, used for eval and export
     config.train.z_loss = 0.0
+    config.train.loss_chunk = 0  # rows per chunk of the loss; 0 = per backend (CPU 256; GPU/TPU ~256 MB of f32 logits)
     config.train.mask_rate = 0.15  # mlm/hybrid: masking rate at the start ...
     config.train.mask_rate_final = 0.15  # ... and at the end (linear curriculum)
     config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)

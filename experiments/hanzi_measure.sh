@@ -45,7 +45,7 @@ print(total, int(total * float(sys.argv[2])))
 EOF
 )
 [ -f "$OUT/facts_corpus/manifest.json" ] ||  # kept on reruns (a new file would be a new corpus)
-  python -m babylm_jax.data.hanzi_facts --out "$OUT/facts_corpus" --characters "$CHARS" --words "$FACT_WORDS" --seed "$SEED"
+  python -m babylm_jax.tools.hanzi_facts --out "$OUT/facts_corpus" --characters "$CHARS" --words "$FACT_WORDS" --seed "$SEED"
 MAX_DOCS=$(python - "$NOFACTS" "$OUT/facts_corpus/manifest.json" "$TOTAL" <<'EOF'
 import json, pathlib, sys
 import numpy as np
@@ -73,7 +73,7 @@ evaluate "$OUT/facts" "$OUT/facts_config.py" --config.data.max_documents="$MAX_D
 
 python - "$OUT" "$NOFACTS" <<'EOF'
 import json, pathlib, sys
-from babylm_jax.data.tokenizer import is_cjk_unified, load_tokenizer
+from babylm_jax.corpus.tokenizer import is_cjk_unified, load_tokenizer
 out = pathlib.Path(sys.argv[1])
 probe = [json.loads(line) for path in sorted((out / "eval_data").glob("hanzi_*/*.jsonl")) for line in open(path)]
 hanzi = sorted({c for row in probe for k in ("sentence_good", "sentence_bad") for c in row[k] if is_cjk_unified(c)})

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babylm_jax.model import layers
+from babylm_jax.model import attention
 from babylm_jax.model.splash_attention import block_size, splash_attention
 
 B, L, H, K = 4, 128, 2, 16
@@ -12,7 +12,7 @@ B, L, H, K = 4, 128, 2, 16
 
 def plain_attention(q, k, v, segment_ids, causal_B):
     """softmax(q k^T / sqrt(K)) v over the allowed keys, in float32, one obvious einsum at a time."""
-    allowed = layers.attention_mask(segment_ids, causal_B)  # [B, 1, L, L]
+    allowed = attention.attention_mask(segment_ids, causal_B)  # [B, 1, L, L]
     scores = jnp.einsum("blhk,bmhk->bhlm", q, k) / np.sqrt(K)
     probs = jax.nn.softmax(jnp.where(allowed, scores, -jnp.inf), axis=-1)
     return jnp.einsum("bhlm,bmhk->blhk", probs, v)

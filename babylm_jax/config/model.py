@@ -16,6 +16,7 @@ REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transfo
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
+ATTENTIONS = ("auto", "xla", "cudnn", "reference")  # model.attention: model.attention.resolve picks per backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,8 @@ class ModelConfig:
     scan_layers: bool = False
     remat: str = "none"
     dtype: str = "float32"
+    attention: str = "auto"  # ATTENTIONS; "auto" resolves per backend (model.attention.resolve)
+    residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
 
     @classmethod
     def from_config(cls, model_config: Any) -> "ModelConfig":
@@ -60,12 +63,25 @@ class ModelConfig:
             raise ValueError(f"config key model.remat: {self.remat!r} is not one of {REMATS}")
         if self.dtype not in DTYPES:
             raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
+        if self.residual_dtype not in DTYPES:
+            raise ValueError(f"config key model.residual_dtype: {self.residual_dtype!r} (use 'float32' or 'bfloat16')")
+        if self.residual_dtype == "bfloat16" and self.dtype != "bfloat16":
+            raise ValueError("config key model.residual_dtype='bfloat16' needs model.dtype='bfloat16'")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(ATTENTIONS)}")
 
     @property
     def compute_dtype(self) -> Any:
         import jax.numpy as jnp  # here, so that checking a config imports no jax
 
         return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
+
+    @property
+    def stream_dtype(self) -> Any:
+        """The residual stream's dtype (model.residual_dtype)."""
+        import jax.numpy as jnp
+
+        return jnp.bfloat16 if self.residual_dtype == "bfloat16" else jnp.float32
 
     @property
     def has_head_transform(self) -> bool:

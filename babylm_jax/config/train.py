@@ -69,6 +69,7 @@ class TrainConfig:
     hybrid_causal_share: float
     seq_len_curriculum: tuple[tuple[float, int], ...]
     allow_schedule_change: bool
+    loss_chunk: int  # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk)
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
     wandb: WandbConfig
@@ -83,6 +84,7 @@ class TrainConfig:
             ("grad_clip", self.grad_clip > 0, "must be > 0"),
             ("z_loss", self.z_loss >= 0, "must be >= 0"),
             ("eval_batches", self.eval_batches >= 1, "must be >= 1"),
+            ("loss_chunk", self.loss_chunk >= 0, "must be >= 0 (0 = per backend)"),
             ("num_steps", self.num_steps >= 1, "must be >= 1"),
             ("batch_size", self.batch_size >= 1, "must be positive"),
             ("seq_len", self.seq_len >= 2, "must be >= 2"),

@@ -1,4 +1,4 @@
-"""Transformer building blocks: norms, rotary embeddings, attention with segment ids, MLPs.
+"""Transformer building blocks: norms, rotary embeddings, attention (backends: `attention.py`), MLPs.
 
 Shape letters: B batch, L sequence, D model width, H heads, K head width, F MLP width.
 Parameters carry logical axis names ("embed", "heads", "kv", "mlp", "vocab") that
@@ -12,6 +12,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from babylm_jax.model import attention
 
 Dtype = Any
 
@@ -91,71 +93,6 @@ def rotary_embedding(x_BxLxHxK: jax.Array, rope: tuple[jax.Array, jax.Array]) ->
     return out.astype(x_BxLxHxK.dtype)
 
 
-def attention_mask(segment_ids_BxL: jax.Array, causal_B: jax.Array) -> jax.Array:
-    """[B, 1, L, L] boolean mask: same segment, and key <= query on rows where `causal_B`.
-
-    Segment id 0 marks padding; padding attends only to padding, so no row is empty.
-    """
-    length = segment_ids_BxL.shape[1]
-    same_segment = segment_ids_BxL[:, :, None] == segment_ids_BxL[:, None, :]
-    lower = jnp.tril(jnp.ones((length, length), dtype=bool))
-    allowed = jnp.where(causal_B[:, None, None], lower[None], True)
-    return (same_segment & allowed)[:, None]
-
-
-def _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
-    """Output and softmax probabilities [B, H, L, L] (float32), as `jax.nn.dot_product_attention`
-    (implementation "xla") computes them: scaled float32 scores, masked scores set to -0.7 x the
-    largest float32, softmax in float32, probabilities cast to the value dtype."""
-    scale = q_BxLxHxK.shape[-1] ** -0.5
-    scores_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32)
-    scores_BxHxLxL = jnp.where(mask_Bx1xLxL, scores_BxHxLxL * jnp.float32(scale),
-                               jnp.float32(-0.7 * float(jnp.finfo(jnp.float32).max)))
-    probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1)
-    out_BxLxHxK = jnp.einsum("bhlm,bmhk->blhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), v_BxLxHxK)
-    return out_BxLxHxK, probs_BxHxLxL
-
-
-@jax.custom_vjp
-def dot_product_attention(
-    q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask_Bx1xLxL: jax.Array
-) -> jax.Array:
-    """Softmax attention, the numbers of `jax.nn.dot_product_attention(..., implementation="xla")`.
-
-    Its gradient is written out (the flash-attention backward): dS = P * (dP - rowsum(dO * O)),
-    the row sums taken over the head width from the output rather than over the keys from
-    the [B, H, L, L] probabilities, which are kept from the forward pass; autodiff of the
-    softmax makes more elementwise passes over [B, H, L, L] arrays, and at d_model 128 on a
-    CPU those passes cost as much as attention's matmuls. Plain jnp, so the same numbers on
-    every platform.
-    """
-    return _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)[0]
-
-
-def _attention_fwd(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
-    out_BxLxHxK, probs_BxHxLxL = _attention_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)
-    return out_BxLxHxK, (q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK)
-
-
-def _attention_bwd(residuals, grad_out_BxLxHxK):
-    q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK = residuals
-    f32 = jnp.float32
-    scale = q_BxLxHxK.shape[-1] ** -0.5
-    grad_v = jnp.einsum("bhlm,blhk->bmhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), grad_out_BxLxHxK,
-                        preferred_element_type=f32)
-    grad_probs_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", grad_out_BxLxHxK, v_BxLxHxK, preferred_element_type=f32)
-    # rowsum(P * dP) = rowsum(dO * O): a sum over K instead of over L
-    row_BxLxH = jnp.sum(grad_out_BxLxHxK.astype(f32) * out_BxLxHxK.astype(f32), axis=-1)
-    grad_scores_BxHxLxL = probs_BxHxLxL * (grad_probs_BxHxLxL - jnp.swapaxes(row_BxLxH, 1, 2)[..., None])
-    grad_scores_BxHxLxL = (grad_scores_BxHxLxL * f32(scale)).astype(q_BxLxHxK.dtype)
-    grad_q = jnp.einsum("bhlm,bmhk->blhk", grad_scores_BxHxLxL, k_BxLxHxK, preferred_element_type=f32)
-    grad_k = jnp.einsum("bhlm,blhk->bmhk", grad_scores_BxHxLxL, q_BxLxHxK, preferred_element_type=f32)
-    return (grad_q.astype(q_BxLxHxK.dtype), grad_k.astype(k_BxLxHxK.dtype), grad_v.astype(v_BxLxHxK.dtype), None)
-
-
-dot_product_attention.defvjp(_attention_fwd, _attention_bwd)
-
-
 @jax.custom_vjp
 def swiglu(gate_BxLxF: jax.Array, up_BxLxF: jax.Array) -> jax.Array:
     """silu(gate) * up, with its gradient written out from the two inputs alone: autodiff keeps
@@ -182,15 +119,14 @@ swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with RoPE; softmax in float32."""
+    """Multi-head self-attention with RoPE; softmax in float32; `implementation` a `model.attention` kind."""
 
     num_heads: int
     dtype: Dtype
+    implementation: str = "auto"
 
     @nn.compact
-    def __call__(
-        self, x_BxLxD: jax.Array, rope: tuple[jax.Array, jax.Array], mask_Bx1xLxL: jax.Array
-    ) -> jax.Array:
+    def __call__(self, x_BxLxD: jax.Array, rope: tuple[jax.Array, jax.Array], mask: attention.Mask) -> jax.Array:
         d = x_BxLxD.shape[-1]
         k = d // self.num_heads
         qkv = nn.DenseGeneral(
@@ -201,7 +137,7 @@ class Attention(nn.Module):
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = (x[:, :, 0] for x in jnp.split(qkv, 3, axis=2))
         q_BxLxHxK = rotary_embedding(q_BxLxHxK, rope)
         k_BxLxHxK = rotary_embedding(k_BxLxHxK, rope)
-        out_BxLxHxK = dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)
+        out_BxLxHxK = attention.attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, self.implementation)
         return nn.DenseGeneral(
             d, axis=(-2, -1), use_bias=False, dtype=self.dtype,
             kernel_init=dense_init("heads", "kv", "embed"), name="out",

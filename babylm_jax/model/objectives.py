@@ -14,11 +14,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-LOSS_CHUNK = 256  # rows of logits per chunk of the loss: 256 x a vocabulary of 6,000 in f32 is 6 MB
+LOSS_CHUNK = 256  # rows of logits per chunk of the loss on CPU: 256 x a vocabulary of 6,000 in f32 is 6 MB
+ACCELERATOR_CHUNK_BYTES = 256 * 2**20  # on GPU/TPU a chunk's f32 logits fill this much: fewer, larger matmuls
+
+
+def loss_chunk(platform: str, vocab_size: int, configured: int = 0) -> int:
+    """Rows per chunk of the loss: `configured` (train.loss_chunk) when set, else per backend:
+    LOSS_CHUNK on CPU (a chunk's logits stay in cache), and on accelerators the rows whose f32
+    logits fill ACCELERATOR_CHUNK_BYTES (a multiple of 256, from 1,024 to 16,384)."""
+    if configured > 0:
+        return configured
+    if platform == "cpu":
+        return LOSS_CHUNK
+    rows = ACCELERATOR_CHUNK_BYTES // (4 * vocab_size) // 256 * 256
+    return int(min(16_384, max(1_024, rows)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +92,10 @@ def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss):
     return logits_NxV, log_z_N, loss
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
 def projected_cross_entropy(
     x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, chunk: int,
-    groups: int = 1,
+    groups: int = 1, matmul_dtype: Any = jnp.float32,
 ) -> jax.Array:
     """Summed float32 cross-entropy (+ z-loss) of `x @ embed.T` against `targets`, weighted.
 
@@ -93,20 +107,24 @@ def projected_cross_entropy(
     one scalar): three matmuls and one pass of exponentials per chunk, as the unchunked
     gradient needs, but no logits written to or read back from memory. With `groups` > 1
     (N a multiple of it) each chunk takes `chunk` rows from each of `groups` contiguous blocks
-    of rows, so that on a batch-sharded array every device projects its own rows.
+    of rows, so that on a batch-sharded array every device projects its own rows. The three
+    matmuls take their inputs in `matmul_dtype` (bfloat16 in bf16 runs) and accumulate in
+    float32; logits, log-sum-exp and loss are float32.
     """
-    chunks = (_chunked(x_NxD, chunk, groups), _chunked(targets_N, chunk, groups),
+    embed = embed_VxD.astype(matmul_dtype)
+    chunks = (_chunked(x_NxD.astype(matmul_dtype), chunk, groups), _chunked(targets_N, chunk, groups),
               _chunked(weights_N.astype(jnp.float32), chunk, groups))
 
     def body(total, xs):
-        return total + _chunk_terms(*xs[:1], embed_VxD, *xs[1:], z_loss)[2], None
+        return total + _chunk_terms(*xs[:1], embed, *xs[1:], z_loss)[2], None
 
     return jax.lax.scan(body, jnp.zeros((), jnp.float32), chunks)[0]
 
 
-def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk, groups=1):
-    embed = embed_VxD.astype(jnp.float32)
-    chunks = (_chunked(x_NxD.astype(jnp.float32), chunk, groups), _chunked(targets_N, chunk, groups),
+def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk, groups=1,
+                                 matmul_dtype=jnp.float32):
+    embed = embed_VxD.astype(matmul_dtype)
+    chunks = (_chunked(x_NxD.astype(matmul_dtype), chunk, groups), _chunked(targets_N, chunk, groups),
               _chunked(weights_N.astype(jnp.float32), chunk, groups))
 
     def body(carry, xs):
@@ -118,17 +136,18 @@ def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss,
         is_target_CxV = jnp.arange(logits_CxV.shape[1])[None, :] == targets_C[:, None]
         grad_logits_CxV = (scale_C[:, None] * jnp.exp(logits_CxV - log_z_C[:, None])
                            - jnp.where(is_target_CxV, weights_C[:, None], 0.0))
-        grad_x_CxD = jnp.dot(grad_logits_CxV, embed)
-        grad_embed_VxD = grad_embed_VxD + jnp.dot(grad_logits_CxV.T, x_CxD)
+        grad_logits_CxV = grad_logits_CxV.astype(matmul_dtype)
+        grad_x_CxD = jnp.dot(grad_logits_CxV, embed, preferred_element_type=jnp.float32)
+        grad_embed_VxD = grad_embed_VxD + jnp.dot(grad_logits_CxV.T, x_CxD, preferred_element_type=jnp.float32)
         return (total + loss, grad_embed_VxD), grad_x_CxD
 
-    init = (jnp.zeros((), jnp.float32), jnp.zeros_like(embed))
+    init = (jnp.zeros((), jnp.float32), jnp.zeros(embed.shape, jnp.float32))
     (total, grad_embed_VxD), grad_x = jax.lax.scan(body, init, chunks)
     grad_x_NxD = _unchunked(grad_x, x_NxD.shape[0], groups).astype(x_NxD.dtype)
     return total, (grad_x_NxD, grad_embed_VxD.astype(embed_VxD.dtype), targets_N, weights_N)
 
 
-def _projected_cross_entropy_bwd(z_loss, chunk, groups, residuals, g):
+def _projected_cross_entropy_bwd(z_loss, chunk, groups, matmul_dtype, residuals, g):
     grad_x_NxD, grad_embed_VxD, targets_N, weights_N = residuals
     zero = lambda a: jnp.zeros_like(a) if jnp.issubdtype(a.dtype, jnp.floating) else None  # noqa: E731
     return g * grad_x_NxD, g * grad_embed_VxD, zero(targets_N), zero(weights_N)
@@ -282,7 +301,8 @@ def _predicted_loss(
 
     def loss_over(hidden_KxD, targets_K, weights_K):
         x_KxD = model.apply(params, hidden_KxD, method="head")
-        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk, groups)
+        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk, groups,
+                                       model.config.compute_dtype)
 
     def all_positions():
         return loss_over(hidden_NxD, targets_N, weights_N)

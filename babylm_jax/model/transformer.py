@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.model import layers
+from babylm_jax.model import attention, layers
 
 REMAT_POLICIES = {
     "none": None,
@@ -38,17 +38,17 @@ class Block(nn.Module):
         self,
         x_BxLxD: jax.Array,
         rope: tuple[jax.Array, jax.Array],
-        mask_Bx1xLxL: jax.Array,
+        mask: attention.Mask,
         deterministic: bool,
     ) -> tuple[jax.Array, jax.Array]:
         c = self.config
         dtype = c.compute_dtype
         h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
-        h = layers.Attention(c.num_heads, dtype, name="attn")(h, rope, mask_Bx1xLxL)
-        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        h = layers.Attention(c.num_heads, dtype, c.attention, name="attn")(h, rope, mask)
+        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x_BxLxD.dtype)
         h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
         h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
-        x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x.dtype)
         return x, x_BxLxD  # new carry, and this block's input as a hidden state
 
 
@@ -112,16 +112,17 @@ class Transformer(nn.Module):
         if causal is None:
             causal = c.family == "causal"
         causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), (b,))
-        mask_Bx1xLxL = layers.attention_mask(segment_ids_BxL, causal_B)
+        mask = attention.Mask(attention.attention_mask(segment_ids_BxL, causal_B), all_causal=causal is True)
         rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 
-        x_BxLxD = self.embed(tokens_BxL).astype(c.compute_dtype)
+        # the stream between blocks in c.stream_dtype (float32 by default); each block computes in c.compute_dtype
+        x_BxLxD = self.embed(tokens_BxL).astype(c.stream_dtype)
         if c.scan_layers:
-            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
+            x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask, deterministic)
         else:
             inputs = []
             for block in self.blocks:
-                x_BxLxD, block_input = block(x_BxLxD, rope, mask_Bx1xLxL, deterministic)
+                x_BxLxD, block_input = block(x_BxLxD, rope, mask, deterministic)
                 inputs.append(block_input)
             block_inputs_NxBxLxD = jnp.stack(inputs) if return_hidden_states else None
         hidden_BxLxD = self.final_norm(x_BxLxD)

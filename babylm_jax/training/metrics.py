@@ -1,4 +1,4 @@
-"""Analytic FLOPs, device peaks, MFU, and the metrics.jsonl writer.
+"""Analytic FLOPs, MFU, the step logger and the metrics.jsonl writer (peaks: `peaks.py`).
 
 FLOP convention (as MaxText): a multiply-add is 2 FLOPs; training = 3 x forward (forward,
 plus backward for activations and weights). Per token, forward =
@@ -15,26 +15,15 @@ import json
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.training import curricula
-
-# Dense bf16 peak FLOP/s per device (vendor figures, no sparsity).
-DEVICE_PEAK_FLOPS = {
-    "H200": 989e12,
-    "H100": 989e12,
-    "A100": 312e12,
-    "TPU v4": 275e12,
-    "TPU v5 lite": 197e12,  # v5e
-    "TPU v5e": 197e12,
-    "TPU v5p": 459e12,
-    "TPU v5": 459e12,
-}
+from babylm_jax.training.peaks import device_peak_flops
+from babylm_jax.training.throughput import StepTimer
 
 
 def matmul_params(c: ModelConfig) -> int:
@@ -69,33 +58,6 @@ def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, p
 
 def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
     return 3 * forward_flops_per_token(c, seq_len, causal_share, predicted_share)
-
-
-def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-    """FLOP/s of a large jitted float32 matmul on the default device (best of `repeats`)."""
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    matmul(a, b).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        matmul(a, b).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
-
-
-def device_peak_flops() -> tuple[float, str]:
-    """Peak FLOP/s of the whole run (all devices) and where the figure came from.
-
-    Accelerators: the table's per-device peak times the device count. CPUs: a matmul
-    measured on this host (virtual CPU devices share its cores) times the host count.
-    """
-    kind = jax.devices()[0].device_kind
-    for name, peak in DEVICE_PEAK_FLOPS.items():
-        if name.lower() in kind.lower():
-            return peak * jax.device_count(), f"table ({kind}, bf16 dense)"
-    return measure_matmul_peak(n=1024, repeats=3) * jax.process_count(), f"measured f32 matmul ({kind})"
 
 
 class MetricsWriter:
@@ -141,13 +103,16 @@ class LossNotFinite(FloatingPointError, ValueError):
 
 
 class StepLogger:
-    """Train-step metrics, fetched one step late so the host never stalls the device.
+    """Train-step metrics, fetched one step late so the host never stalls the device, except at
+    logging steps: those block on their step's outputs, so that tokens/s and MFU time completed
+    steps (`throughput.StepTimer`) at any logging interval.
 
-    Owns the timing window behind tokens/s and MFU, the history of logged steps and the
-    writer; a non-finite loss raises LossNotFinite (a FloatingPointError) naming the step.
+    Owns the timer, the history of logged steps and the writer; a non-finite loss raises
+    LossNotFinite (a FloatingPointError) naming the step.
     """
 
-    def __init__(self, writer: MetricsWriter, model: ModelConfig, config: Any, log_every: int, last_step: int):
+    def __init__(self, writer: MetricsWriter, model: ModelConfig, config: Any, log_every: int, last_step: int,
+                 clock: Callable[[], float] = time.perf_counter):
         self.writer, self.model, self.config = writer, model, config
         self.log_every, self.last_step = log_every, last_step
         self.tokens_per_step = config.train.batch_size * config.train.seq_len
@@ -155,47 +120,60 @@ class StepLogger:
         self.peak_flops, self.peak_source = device_peak_flops()
         self.history: list[dict] = []
         self.pending: tuple[int, dict, float] | None = None  # (step, metrics on device, words seen)
-        self.restart_window()
+        self.timer = StepTimer(clock)  # after the peak's probe: windows time steps only
 
     def restart_window(self) -> None:
-        self.window_start, self.window_tokens = time.perf_counter(), 0
+        """After work that is not training (eval, checkpoints): the next window starts now."""
+        self.timer.restart()
+
+    def step_flops(self, step: int) -> float:
+        """Training FLOPs of `step` (1-based): its row length and mask rate."""
+        seq_len = curricula.seq_len_at(self.config, step - 1)
+        predicted = predicted_share(self.config, float(curricula.mask_rate_at(self.config.train, step - 1)))
+        return self.tokens_per_step * train_flops_per_token(self.model, seq_len, self.causal_share, predicted)
+
+    def is_log_step(self, step: int) -> bool:
+        return step % self.log_every == 0 or step == self.last_step
 
     def step_done(self, step: int, metrics_on_device: dict, words_seen: float) -> dict | None:
-        """Logs the previous step (its metrics are ready by now), keeps this one pending; the
-        previous step's entry when it was a logging step."""
-        entry = self.flush(fetch=False)
+        """Checks the previous step (its metrics are ready by now) and keeps this one pending; at a
+        logging step, blocks on this step and returns its entry."""
+        self.timer.add(self.tokens_per_step, self.step_flops(step))
+        self.flush(fetch=False)
         self.pending = (step, metrics_on_device, words_seen)
-        return entry
+        return self.flush() if self.is_log_step(step) else None
 
     def flush(self, fetch: bool = True) -> dict | None:
-        """Logs the pending step now; returns its entry when it was a logging step."""
+        """Checks the pending step; with `fetch`, blocks on it (the last step dispatched) and closes
+        the timing window there. Returns its entry when it is a logging step."""
         if self.pending is None:
             return None
         step, on_device, words = self.pending
         self.pending = None
-        return self._record(step, jax.device_get(on_device) if fetch else on_device, words)
-
-    def _record(self, step: int, fetched: dict, words: float) -> dict | None:
-        self.window_tokens += self.tokens_per_step
+        fetched = jax.device_get(on_device) if fetch else on_device
         loss = float(fetched["loss"])
         if not math.isfinite(loss):
             raise LossNotFinite(f"loss is {loss} at step {step}; lower train.learning_rate or check the data")
-        if step % self.log_every and step != self.last_step:
+        if not fetch:
             return None
-        elapsed = time.perf_counter() - self.window_start
-        tokens_per_s = self.window_tokens / elapsed if elapsed > 0 else 0.0
-        seq_len = curricula.seq_len_at(self.config, step - 1)
-        predicted = predicted_share(self.config, float(curricula.mask_rate_at(self.config.train, step - 1)))
-        flops = tokens_per_s * train_flops_per_token(self.model, seq_len, self.causal_share, predicted)
+        tokens, flops, seconds = self.timer.lap()
+        return self._record(step, fetched, words, tokens, flops, seconds) if self.is_log_step(step) else None
+
+    def _record(self, step: int, fetched: dict, words: float, tokens: float, flops: float, seconds: float) -> dict:
         entry = {
-            "step": step, "loss": loss, "grad_norm": float(fetched["grad_norm"]),
-            "learning_rate": float(fetched["learning_rate"]), "tokens_per_s": tokens_per_s,
-            "mfu": flops / self.peak_flops, "tokens_seen": step * self.tokens_per_step, "words_seen": words,
+            "step": step, "loss": float(fetched["loss"]), "grad_norm": float(fetched["grad_norm"]),
+            "learning_rate": float(fetched["learning_rate"]),
+            "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+            "mfu": flops / seconds / self.peak_flops if seconds > 0 else 0.0,
+            "tokens_seen": step * self.tokens_per_step, "words_seen": words,
         }
         self.history.append(entry)
         self.writer.write(entry)
-        self.restart_window()
         return entry
+
+    def mean_mfu(self) -> float:
+        """The run's FLOPs over its training time (completed steps, no compiles or evaluations), over the peak."""
+        return self.timer.flops_per_s() / self.peak_flops
 
 
 def plot_learning_curves(workdir: str) -> str:

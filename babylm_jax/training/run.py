@@ -16,7 +16,7 @@ from jax.experimental import multihost_utils
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import prepare_corpus
-from babylm_jax.model import objectives
+from babylm_jax.model import attention, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import writers
 from babylm_jax.training import optim, sharding
@@ -74,7 +74,7 @@ def checked_parts(
 ) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
     """The model, mesh and optimizer of `config`, every key checked (`RunConfig`) before the devices."""
     run_config = RunConfig.from_config(config)
-    model = Transformer(run_config.model)
+    model = Transformer(attention.for_platform(run_config.model, attention.platform_of(jax.default_backend())))
     devices = sharding.run_devices(run_config.mesh, jax.devices()) if jax.process_count() == 1 else None
     mesh = sharding.make_mesh(run_config.mesh, devices)
     train = run_config.train

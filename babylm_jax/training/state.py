@@ -11,6 +11,7 @@ import ml_collections
 import optax
 
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.model import attention
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 
@@ -23,9 +24,11 @@ class TrainState:
     ema_params: Any  # None when train.ema_decay == 0
 
 
-def build_model(config: ml_collections.ConfigDict) -> Transformer:
-    """The Transformer described by `config.model`, every key of the run's config checked (`RunConfig`)."""
-    return Transformer(RunConfig.from_config(config).model)
+def build_model(config: ml_collections.ConfigDict, platform: str | None = None) -> Transformer:
+    """The Transformer described by `config.model`, every key of the run's config checked (`RunConfig`)
+    and model.attention resolved for `platform` (default: the running backend's)."""
+    platform = platform or attention.platform_of(jax.default_backend())
+    return Transformer(attention.for_platform(RunConfig.from_config(config).model, platform))
 
 
 def boxed_init_fn(

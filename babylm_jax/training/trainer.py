@@ -27,10 +27,12 @@ from tqdm import tqdm
 
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.model import objectives
+from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.core import rundir, writers
 from babylm_jax.training import optim, sharding
+from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, without_words
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
@@ -59,13 +61,21 @@ def row_groups(config: ml_collections.ConfigDict) -> int:
     return len(sharding.run_devices(config.mesh, jax.devices()))
 
 
-def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int):
-    """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation."""
+def step_platform(platform: str | None = None) -> str:
+    """The platform a step is built for: `platform`, else the running backend's ("cpu", "cuda", "tpu")."""
+    return platform or platform_of(jax.default_backend())
+
+
+def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int,
+                    platform: str | None = None, groups: int | None = None):
+    """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation, for
+    `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's)."""
     train = config.train
     schedule = optim.make_schedule(train)
     accum = train.grad_accum_steps
     deterministic = config.model.dropout == 0.0
-    groups = row_groups(config)
+    groups = groups or row_groups(config)
+    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk)
 
     def loss_fn(params, micro, rng, step):
         rows = micro["tokens"].shape[0]
@@ -73,7 +83,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, row_groups=groups, summed=accum > 1,
+            deterministic=deterministic, chunk=chunk, row_groups=groups, summed=accum > 1,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -119,16 +129,18 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     return step_fn
 
 
-def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking):
+def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking, platform: str | None = None,
+                   groups: int | None = None):
     """(params, batch) -> (summed loss, predicted tokens) with fixed masking randomness."""
-    groups = row_groups(config)
+    groups = groups or row_groups(config)
+    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, config.train.loss_chunk)
 
     def eval_step(params, batch):
         rows = batch["tokens"].shape[0]
         loss, aux = objectives.compute_loss(
             model, params, batch, jax.random.key(12345),
             mask_rate=config.train.mask_rate_final, masking=masking,
-            causal_rows=int(round(rows * config.train.hybrid_causal_share)), row_groups=groups,
+            causal_rows=int(round(rows * config.train.hybrid_causal_share)), chunk=chunk, row_groups=groups,
         )
         return loss * aux["predicted_tokens"], aux["predicted_tokens"]
 
@@ -145,29 +157,10 @@ def evaluate_loss(eval_step, params, eval_batches: list[dict], mesh) -> float:
     """Token-weighted mean loss over the fixed held-out batches."""
     total, count = 0.0, 0.0
     for batch in eval_batches:
-        batch = sharding.global_batch({k: v for k, v in batch.items() if k != "words"}, mesh)
+        batch = sharding.global_batch(without_words(batch), mesh)
         loss_sum, n = eval_step(params, batch)
         total, count = total + float(loss_sum), count + float(n)
     return total / max(count, 1.0)
-
-
-class CompiledSteps:
-    """The jitted train step per sequence length (curriculum phases), with the trainer's shardings."""
-
-    def __init__(self, run: Run):
-        self.run, self._steps = run, {}
-        self.batch_sharding = sharding.batch_sharding(run.mesh)
-
-    def __call__(self, length: int):
-        if length not in self._steps:
-            run = self.run
-            self._steps[length] = jax.jit(
-                make_train_step(run.config, run.model, run.optimizer, run.masking, length),
-                in_shardings=(run.state_shardings, self.batch_sharding, None),
-                out_shardings=(run.state_shardings, sharding.replicated(run.mesh)),
-                donate_argnums=(0,),
-            )
-        return self._steps[length]
 
 
 def eval_params(state: TrainState) -> Any:
@@ -206,21 +199,23 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         return {"steps": run.start_step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen}
     writer = writers.open_writers(metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main), run.workdir, config,
                                   run.start_step)
-    logger = metrics_lib.StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
-    evaluator = RunEvaluator(run, writer)
-    steps, step_rng = CompiledSteps(run), jax.random.fold_in(jax.random.key(config.train.seed), 1)
+    step_rng = jax.random.fold_in(jax.random.key(config.train.seed), 1)
     run_start = time.perf_counter()
+    first_local = next(run.data.train_iterator)  # step start+1's batch: its shapes are the train step's
+    programs = _compile_programs(run, first_local, step_rng, last_step)
+    evaluator = RunEvaluator(run, writer, programs)
+    logger = metrics_lib.StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
     progress = tqdm(total=config.train.num_steps, initial=run.start_step, desc="train", disable=not run.is_main,
                     dynamic_ncols=True)
     stopped_at = None
     try:
         for step in range(run.start_step + 1, last_step + 1):
-            local = next(run.data.train_iterator)
+            local = first_local if step == run.start_step + 1 else next(run.data.train_iterator)
             run.words_seen += _global_words(float(np.sum(local["words"])))
             run.tokens_seen += logger.tokens_per_step
             batch = sharding.global_batch(local, run.mesh)
-            run.state, step_metrics = steps(seq_len_at(config, step - 1))(run.state, batch, step_rng)
+            run.state, step_metrics = programs.train(seq_len_at(config, step - 1))(run.state, batch, step_rng)
             _show(progress, logger.step_done(step, step_metrics, run.words_seen))
             progress.update(1)
             if step % config.train.eval_every_steps == 0 or step == last_step:
@@ -233,6 +228,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
                 progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
                 if evaluator.curves is not None:
                     progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
+                    logger.restart_window()
             if step % config.checkpoint.every_steps == 0 or step == last_step:
                 _save(run, logger, step)
             if stop.should_stop(step) and step != last_step:
@@ -255,7 +251,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
             f"{os.path.join(run.workdir, 'checkpoints', str(stopped_at))}: run the same command to resume"
         )
-    summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start)
+    summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start, programs)
     if run.is_main:
         atomic_write_json(os.path.join(run.workdir, "summary.json"), summary)
         writer.summary({"summary": summary, "budget": _budget(run.workdir)})
@@ -275,12 +271,25 @@ def _budget(workdir: str) -> dict:
         return json.load(f)
 
 
+def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: int) -> StepPrograms:
+    """The train step at every curriculum length still ahead and the eval step, compiled now; their
+    compile times and memory analyses printed (process 0)."""
+    programs = StepPrograms(run, make_train_step, make_eval_step)
+    eval_batches = [sharding.global_batch(without_words(b), run.mesh)
+                    for b in run.data.eval_batches[: run.config.train.eval_batches]]
+    lines = programs.compile_all(sharding.global_batch(first_local, run.mesh), eval_batches,
+                                 curriculum_lengths(run.config, run.start_step, last_step), rng, eval_params(run.state))
+    if run.is_main:
+        print("\n".join(lines), flush=True)
+    return programs
+
+
 class RunEvaluator:
     """Eval loss on the held-out batches and, when `train.eval_tasks` asks, task scores."""
 
-    def __init__(self, run: Run, writer: writers.RunWriters):
+    def __init__(self, run: Run, writer: writers.RunWriters, programs: StepPrograms):
         self.run, self.writer = run, writer
-        self.eval_step = jax.jit(make_eval_step(run.config, run.model, run.masking))
+        self.eval_step = lambda params, batch: programs.eval(batch)(params, batch)
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]
         self.curves = TaskCurves.from_config(run.config, run.data.tokenizer, run.model, eval_params(run.state))
         self.last_loss, self.last_scores, self.task_seconds = math.nan, {}, 0.0
@@ -314,11 +323,11 @@ def _save(run: Run, logger: metrics_lib.StepLogger, step: int, milestone: bool =
     meta = {"step": step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen,
             "config": json.loads(run.config.to_json_best_effort())}
     run.checkpointer.save(step, run.state, run.data.train_iterator, meta, milestone=milestone)
+    logger.restart_window()  # the save's time is not training time
 
 
-def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, last_step: int, wall: float) -> dict:
-    steps_run = last_step - run.start_step
-    timed = [h for h in logger.history if h["tokens_per_s"] > 0]
+def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, last_step: int, wall: float,
+             programs: StepPrograms) -> dict:
     return {
         "parameters": count_params(run.state.params),
         "steps": last_step,
@@ -329,8 +338,11 @@ def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, 
         "final_task_scores": evaluator.last_scores,
         "task_eval_seconds": evaluator.task_seconds,
         "wall_time_s": wall,
-        "mean_tokens_per_s": steps_run * logger.tokens_per_step / wall if steps_run else 0.0,
-        "mean_mfu": float(np.mean([h["mfu"] for h in timed])) if timed else 0.0,
+        "train_seconds": logger.timer.total_seconds,  # completed steps only: no compiles, evals or checkpoints
+        "compiles": programs.count,
+        "compile_seconds": programs.seconds,
+        "mean_tokens_per_s": logger.timer.tokens_per_s(),
+        "mean_mfu": logger.mean_mfu(),
         "mfu_peak_source": logger.peak_source,
     }
 
@@ -366,8 +378,9 @@ def format_summary(s: dict) -> str:
         ("jieba words seen", f"{s['words_seen']:,.0f}"),
         ("final train loss", f"{s['final_train_loss']:.4f}"),
         ("final eval loss", f"{s['final_eval_loss']:.4f}"),
-        ("wall time", f"{s['wall_time_s']:.1f} s"),
-        ("mean tokens/s", f"{s['mean_tokens_per_s']:,.0f}"),
+        ("wall time", f"{s['wall_time_s']:.1f} s ({s['train_seconds']:.1f} s in steps; {s['compiles']} "
+                      f"compiles, {s['compile_seconds']:.1f} s)"),
+        ("mean tokens/s", f"{s['mean_tokens_per_s']:,.0f} (tokens over time in steps)"),
         ("mean MFU", f"{s['mean_mfu']:.3f} (peak: {s['mfu_peak_source']})"),
     ]
     rows += [(f"{name} (sample)", f"{acc:.4f}") for name, acc in s.get("final_task_scores", {}).items()]

@@ -16,61 +16,18 @@ and raised whenever a run measures more.
 """
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import sys
 from typing import Callable
 
-import jax
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
-from babylm_jax.training.metrics import measure_matmul_peak  # noqa: E402
+from babylm_jax.training.peaks import (  # noqa: E402,F401  (KNOWN_IDLE_PEAKS, cpu_name: tests read them here)
+    KNOWN_IDLE_PEAKS, cache_path, cpu_name, machine_kind, measure_matmul_peak)
+from babylm_jax.training.peaks import read_cache as _read_cache  # noqa: E402
 
-# Idle peaks measured by hand where no cache exists yet (2048^2 float32 probe, nothing else
-# running). Hosts of this project report the same model name ("AMD EPYC") on different
-# microarchitectures, so the key carries the CPU family and model: Zen 4 (family 25 model 17,
-# AVX-512 on 256-bit units, 32 f32 FLOP a cycle a core) measured 206-213 GFLOP/s on 2 vCPUs at
-# load 0.04 (2026-12-01); the 479 GFLOP/s quoted in issue 17 for "this machine" is twice that,
-# what 2 cores with full 512-bit units (Zen 5) give, so it was another host kind.
-KNOWN_IDLE_PEAKS = {"AMD EPYC (family 25 model 17) | 2 cores | cpu | f32 2048^2": 209e9}
 FAR_BELOW = 0.7  # warn when this run's peak is under this share of the best known
-
-
-def cpu_name(cpuinfo: str) -> str:
-    """`model name (family F model M)` of the first CPU in a /proc/cpuinfo text."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "cpu family", "model") and key not in fields:
-            fields[key] = value.strip()
-    name = fields.get("model name", "unknown CPU")
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']} model {fields['model']})"
-    return name
-
-
-def machine_kind(n: int) -> str:
-    """The cache key: CPU model with its family (one model name covers several generations),
-    cores, JAX device kind and probe size."""
-    try:
-        cpuinfo = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        cpuinfo = ""
-    return f"{cpu_name(cpuinfo)} | {os.cpu_count()} cores | {jax.devices()[0].device_kind.lower()} | f32 {n}^2"
-
-
-def cache_path() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("BABYLM_PEAK_CACHE", "~/.cache/babylm_jax/peak.json")).expanduser()
-
-
-def _read_cache() -> dict[str, float]:
-    try:
-        return {k: float(v) for k, v in json.loads(cache_path().read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
 
 
 class Conditions:

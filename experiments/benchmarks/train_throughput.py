@@ -32,7 +32,7 @@ give if the step slows with the load as the matmul does; a lower bound otherwise
 config; the tokens/s of each family over the causal one's, `<family>_over_causal_tokens`
 (timed interleaved, best repeat of each); last, the lowest `mfu_vs_measured_peak`. With
 `--peak table` the MFU lines divide by the device's bf16 dense peak from
-`training.metrics.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
+`training.peaks.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ from conditions import Conditions  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
-from babylm_jax.training import metrics, optim, run, sharding, state as state_lib, trainer  # noqa: E402
+from babylm_jax.training import metrics, optim, peaks, run, sharding, state as state_lib, trainer  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
@@ -201,7 +201,7 @@ def main() -> None:
     conditions.report()
     peaks = {"measured": conditions.run_peak, "idle": conditions.best_peak}
     if args.peak == "table":
-        peaks = {"table": metrics.device_peak_flops()[0]}  # all devices
+        peaks = {"table": peaks.device_peak_flops()[0]}  # all devices
     print("peaks for MFU: " + ", ".join(f"{k} {v / 1e12:,.3f} TFLOP/s" for k, v in peaks.items()))
 
     labels = labels_for(benches)

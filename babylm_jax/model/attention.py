@@ -1,0 +1,148 @@
+"""Softmax attention by backend (`model.attention`): one mask, four implementations.
+
+    kind = resolve("auto", "cuda", jnp.bfloat16)      # -> "cudnn"
+    out_BxLxHxK = attend(q, k, v, Mask(allowed_Bx1xLxL, all_causal=True), kind)
+
+- "reference": plain jnp with a written-out (flash-attention) backward, tuned for the CPU;
+  it materialises the float32 [B, H, L, L] scores and probabilities.
+- "xla": `jax.nn.dot_product_attention(implementation="xla")` (autodiff gradient).
+- "cudnn": cuDNN's fused flash attention (`implementation="cudnn"`, bf16/fp16 only); the
+  segment and per-row causal mask goes in as a [B, 1, L, L] bias, and all-causal batches
+  also tell cuDNN to skip the upper triangle.
+- "auto": cuDNN on CUDA in bf16, the reference on CPU (the faster there:
+  experiments/benchmarks/attention_backends.py), XLA elsewhere (TPU: room for splash).
+Every path takes the same mask: packed documents (segment ids), causal, bidirectional and
+the hybrid's mixed rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from babylm_jax.config.model import ATTENTIONS, ModelConfig
+
+KINDS = ATTENTIONS  # config.model holds the enum
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # what `resolve` and `--platform` accept
+
+
+@flax.struct.dataclass
+class Mask:
+    """Which keys each query may see ([B, 1, L, L] bool); `all_causal` (static) when every row is causal."""
+
+    allowed_Bx1xLxL: jax.Array
+    all_causal: bool = flax.struct.field(pytree_node=False, default=False)
+
+
+def attention_mask(segment_ids_BxL: jax.Array, causal_B: jax.Array) -> jax.Array:
+    """[B, 1, L, L] boolean mask: same segment, and key <= query on rows where `causal_B`.
+
+    Segment id 0 marks padding; padding attends only to padding, so no row is empty.
+    """
+    length = segment_ids_BxL.shape[1]
+    same_segment = segment_ids_BxL[:, :, None] == segment_ids_BxL[:, None, :]
+    lower = jnp.tril(jnp.ones((length, length), dtype=bool))
+    allowed = jnp.where(causal_B[:, None, None], lower[None], True)
+    return (same_segment & allowed)[:, None]
+
+
+def platform_of(backend: str) -> str:
+    """The lowering platform of a JAX backend name ("gpu" -> "cuda", or "rocm" on AMD)."""
+    if backend != "gpu":
+        return backend
+    version = getattr(jax.devices()[0].client, "platform_version", "")
+    return "rocm" if "rocm" in version.lower() else "cuda"
+
+
+def resolve(kind: str, platform: str, dtype: Any) -> str:
+    """The implementation `kind` runs as on `platform` for compute `dtype`; ValueError (naming
+    model.attention and the choices) for an unknown kind or one the platform cannot run."""
+    if kind not in KINDS:
+        raise ValueError(f"config key model.attention: {kind!r} is not one of {', '.join(KINDS)}")
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    if kind == "auto":
+        if platform == "cuda":
+            return "cudnn" if half else "xla"
+        return "reference" if platform == "cpu" else "xla"
+    if kind == "cudnn" and platform != "cuda":
+        raise ValueError(f"config key model.attention='cudnn' needs a CUDA GPU, and this run's platform is "
+                         f"{platform} (choices there: auto, xla, reference)")
+    if kind == "cudnn" and not half:
+        raise ValueError("config key model.attention='cudnn' needs model.dtype='bfloat16' (cuDNN flash attention "
+                         "has no float32 kernel); use model.attention='xla' for float32")
+    return kind
+
+
+def for_platform(config: ModelConfig, platform: str) -> ModelConfig:
+    """`config` with model.attention resolved for `platform` (ValueError if it cannot run there)."""
+    return dataclasses.replace(config, attention=resolve(config.attention, platform, config.compute_dtype))
+
+
+def attend(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask, kind: str) -> jax.Array:
+    """Softmax(q k^T / sqrt(K), masked) v with implementation `kind` ("auto": for the running backend)."""
+    if kind == "auto":
+        kind = resolve(kind, platform_of(jax.default_backend()), q_BxLxHxK.dtype)
+    if kind == "reference":
+        return reference_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.allowed_Bx1xLxL)
+    if kind == "xla":
+        return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
+                                            implementation="xla")
+    if kind == "cudnn":
+        return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
+                                            is_causal=mask.all_causal, implementation="cudnn")
+    raise ValueError(f"config key model.attention: {kind!r} is not one of {', '.join(KINDS)}")
+
+
+def _reference_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
+    """Output and softmax probabilities [B, H, L, L] (float32), as `jax.nn.dot_product_attention`
+    (implementation "xla") computes them: scaled float32 scores, masked scores set to -0.7 x the
+    largest float32, softmax in float32, probabilities cast to the value dtype."""
+    scale = q_BxLxHxK.shape[-1] ** -0.5
+    scores_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32)
+    scores_BxHxLxL = jnp.where(mask_Bx1xLxL, scores_BxHxLxL * jnp.float32(scale),
+                               jnp.float32(-0.7 * float(jnp.finfo(jnp.float32).max)))
+    probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1)
+    out_BxLxHxK = jnp.einsum("bhlm,bmhk->blhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), v_BxLxHxK)
+    return out_BxLxHxK, probs_BxHxLxL
+
+
+@jax.custom_vjp
+def reference_attention(
+    q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask_Bx1xLxL: jax.Array
+) -> jax.Array:
+    """Softmax attention, the numbers of `jax.nn.dot_product_attention(..., implementation="xla")`.
+
+    Its gradient is written out (the flash-attention backward): dS = P * (dP - rowsum(dO * O)),
+    the row sums taken over the head width from the output rather than over the keys from
+    the [B, H, L, L] probabilities, which are kept from the forward pass; autodiff of the
+    softmax makes more elementwise passes over [B, H, L, L] arrays, and at d_model 128 on a
+    CPU those passes cost as much as attention's matmuls.
+    """
+    return _reference_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)[0]
+
+
+def _reference_fwd(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):
+    out_BxLxHxK, probs_BxHxLxL = _reference_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL)
+    return out_BxLxHxK, (q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK)
+
+
+def _reference_bwd(residuals, grad_out_BxLxHxK):
+    q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, probs_BxHxLxL, out_BxLxHxK = residuals
+    f32 = jnp.float32
+    scale = q_BxLxHxK.shape[-1] ** -0.5
+    grad_v = jnp.einsum("bhlm,blhk->bmhk", probs_BxHxLxL.astype(v_BxLxHxK.dtype), grad_out_BxLxHxK,
+                        preferred_element_type=f32)
+    grad_probs_BxHxLxL = jnp.einsum("blhk,bmhk->bhlm", grad_out_BxLxHxK, v_BxLxHxK, preferred_element_type=f32)
+    # rowsum(P * dP) = rowsum(dO * O): a sum over K instead of over L
+    row_BxLxH = jnp.sum(grad_out_BxLxHxK.astype(f32) * out_BxLxHxK.astype(f32), axis=-1)
+    grad_scores_BxHxLxL = probs_BxHxLxL * (grad_probs_BxHxLxL - jnp.swapaxes(row_BxLxH, 1, 2)[..., None])
+    grad_scores_BxHxLxL = (grad_scores_BxHxLxL * f32(scale)).astype(q_BxLxHxK.dtype)
+    grad_q = jnp.einsum("bhlm,bmhk->blhk", grad_scores_BxHxLxL, k_BxLxHxK, preferred_element_type=f32)
+    grad_k = jnp.einsum("bhlm,blhk->bmhk", grad_scores_BxHxLxL, q_BxLxHxK, preferred_element_type=f32)
+    return (grad_q.astype(q_BxLxHxK.dtype), grad_k.astype(k_BxLxHxK.dtype), grad_v.astype(v_BxLxHxK.dtype), None)
+
+
+reference_attention.defvjp(_reference_fwd, _reference_bwd)
