@@ -191,6 +191,7 @@ class StepLogger:
             "step": step, "loss": loss, "grad_norm": float(fetched["grad_norm"]),
             "learning_rate": float(fetched["learning_rate"]), "tokens_per_s": tokens_per_s,
             "mfu": flops / self.peak_flops, "tokens_seen": step * self.tokens_per_step, "words_seen": words,
+            **{k: float(v) for k, v in fetched.items() if k.startswith("aux_")},  # auxiliary heads' loss, acc
         }
         self.history.append(entry)
         self.writer.write(entry)

@@ -16,7 +16,8 @@ from jax.experimental import multihost_utils
 from babylm_jax.data.config import DataConfig
 from babylm_jax.data.pipeline import TrainData, build_train_data
 from babylm_jax.data.prepare import prepare_corpus
-from babylm_jax.model import objectives
+from babylm_jax.data import hanzi_labels
+from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
@@ -42,6 +43,7 @@ class Run:
     start_step: int
     tokens_seen: int
     words_seen: float
+    aux_objective: aux_heads.AuxObjective | None = None  # auxiliary heads (train.aux_heads)
 
 
 def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objectives.MaskingConfig:
@@ -92,6 +94,8 @@ def checked_parts(
         )
     optimizer = optim.make_optimizer(config.train)
     DataConfig.from_config(config.data)  # and the data keys
+    if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
+        hanzi_labels.head_sizes()
     return model, mesh, optimizer
 
 
@@ -131,5 +135,7 @@ def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transforme
     if is_main:
         write_config(workdir, config)
         metrics_lib.trim_metrics(workdir, start_step)
+    aux_objective = aux_heads.build_objective(
+        config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size)
     return Run(config, workdir, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
-               state_shardings, checkpointer, start_step, tokens_seen, words_seen)
+               state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
