@@ -37,7 +37,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
     # Hanzi that always get an id of their own (char and SentencePiece; never UNK or bytes): "" none,
     # "corpus_cjk" every CJK Unified Ideograph in the corpus, "cjk_basic" those plus all of U+4E00-U+9FFF
-    # (20,992; needs model.vocab_size above that); both add common Chinese punctuation (，。“”...).
+    # (20,992; needs model.vocab_size above that), "corpus_cjk_parts" corpus_cjk plus the radical and parts
+    # of each of those hanzi and the 329 radical-block symbols (⺮, ⼝; SentencePiece: user symbols, never
+    # merged); all add common Chinese punctuation (，。“”...). The parts need the `hanzi` extra.
     config.data.tokenizer.required_characters = ""
     config.data.tokenizer.training_sentences = 300_000  # SentencePiece input sample size
     config.data.packing = "concat"  # "concat" (concatenate-and-split) or "first_fit"

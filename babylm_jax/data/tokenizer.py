@@ -28,7 +28,8 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
 NUM_BYTES = 256
 KINDS = ("unigram", "bpe", "char")
-REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic")  # data.tokenizer.required_characters
+REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
+PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)
 CJK_BASIC = (0x4E00, 0x9FFF)
 CJK_UNIFIED = (CJK_BASIC, (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x323AF))
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》…—·"  # required with any set: the hanzi tasks quote characters
@@ -256,8 +257,9 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     """Characters the tokenizer must hold as pieces of their own (`data.tokenizer.required_characters`).
 
     "corpus_cjk": every CJK Unified Ideograph in `counts` (the corpus); "cjk_basic": those and
-    the whole basic block U+4E00-U+9FFF. Both add CHINESE_PUNCTUATION. Most frequent first, then
-    by code point.
+    the whole basic block U+4E00-U+9FFF; "corpus_cjk_parts": corpus_cjk and the radical and parts
+    of each of those hanzi and the 329 symbols of the radical blocks (`part_symbols`). All add
+    CHINESE_PUNCTUATION. Most frequent first, then by code point.
     """
     if setting not in REQUIRED_CHARACTERS:
         raise ValueError(f"data.tokenizer.required_characters must be one of {REQUIRED_CHARACTERS}, got {setting!r}")
@@ -266,7 +268,16 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     chars = {c for c in counts if is_cjk_unified(c)} | set(CHINESE_PUNCTUATION)
     if setting == "cjk_basic":
         chars.update(map(chr, range(CJK_BASIC[0], CJK_BASIC[1] + 1)))
+    if setting == PARTS_SETTING:
+        chars.update(part_symbols(chars))
     return sorted(chars, key=lambda c: (-counts.get(c, 0), c))
+
+
+def part_symbols(characters: Iterable[str]) -> set[str]:
+    """Radicals and parts of `characters` and the radical-block symbols (the `hanzi` extra's lexicon)."""
+    from babylm_jax.data.hanzi_lexicon import components  # the lexicon's packages only when asked for
+
+    return components(characters)
 
 
 def reserved_ids(byte_fallback: bool) -> int:
@@ -318,6 +329,8 @@ def char_tokenizer_from_counts(
 
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
     check_room(required, vocab_size, reserved_ids(config.byte_fallback))
+    # radicals and parts as user symbols: pieces of their own, never merged into longer pieces
+    symbols = part_symbols(required) & set(required) if getattr(config, "required_characters", "") == PARTS_SETTING else set()
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())
     try:
@@ -338,7 +351,8 @@ def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_si
                 add_dummy_prefix=False,
                 remove_extra_whitespaces=False,
                 split_digits=True,
-                required_chars="".join(required),
+                required_chars="".join(c for c in required if c not in symbols),
+                user_defined_symbols=sorted(symbols),
                 max_sentence_length=1 << 16,
                 num_threads=os.cpu_count() or 1,
                 minloglevel=2,
