@@ -43,7 +43,8 @@ def row(args: argparse.Namespace) -> dict:
     leaks = _json(workdir / "leakage.json")["tasks"]
     facts_text = ""
     if args.facts:
-        facts_text = (pathlib.Path(args.facts) / "hanzi_facts.jsonl").read_text(encoding="utf-8")
+        lines = (pathlib.Path(args.facts) / "hanzi_facts.jsonl").read_text(encoding="utf-8").splitlines()
+        facts_text = "".join(json.loads(line)["text"] for line in lines)
     tokenizer = load_tokenizer(workdir / "tokenizer")
     return {
         "arm": args.arm, "share": args.share, "seed": args.seed, "flags": args.flags,
