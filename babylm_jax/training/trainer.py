@@ -291,7 +291,8 @@ class RunEvaluator:
 
 def _show(progress: tqdm, entry: dict | None) -> None:
     if entry is not None:
-        heads = {k[len("aux_"):]: f"{v:.2f}" for k, v in entry.items() if k.startswith("aux_") and k.endswith("_acc")}
+        heads = {k[len("aux_"):-len("_acc")]: f"{entry[k[:-len('acc')] + 'loss']:.2f}/{v:.2f}"  # loss/accuracy
+                 for k, v in entry.items() if k.startswith("aux_") and k.endswith("_acc")}
         progress.set_postfix(loss=f"{entry['loss']:.3f}", tok_s=f"{entry['tokens_per_s']:,.0f}", **heads)
 
 
