@@ -37,7 +37,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
     # Hanzi that always get an id of their own (char and SentencePiece; never UNK or bytes): "" none,
     # "corpus_cjk" every CJK Unified Ideograph in the corpus, "cjk_basic" those plus all of U+4E00-U+9FFF
-    # (20,992; needs model.vocab_size above that); both add common Chinese punctuation (，。“”...).
+    # (20,992; needs model.vocab_size above that), "corpus_cjk_parts" corpus_cjk plus the radical and parts
+    # of each of those hanzi and the 329 radical-block symbols (⺮, ⼝; SentencePiece: user symbols, never
+    # merged); all add common Chinese punctuation (，。“”...). The parts need the `hanzi` extra.
     config.data.tokenizer.required_characters = ""
     config.data.tokenizer.training_sentences = 300_000  # SentencePiece input sample size
     config.data.packing = "concat"  # "concat" (concatenate-and-split) or "first_fit"
@@ -110,6 +112,16 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.mask_rate_final = 0.15  # ... and at the end (linear curriculum)
     config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)
     config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
+    # Auxiliary character heads (training only, never exported): loss weight per head; 0 = no head.
+    # Labels per token from its hanzi (pypinyin's default reading, cnradical's radical); other tokens
+    # are ignored. position: "target" (the token the LM loss predicts there) or "input" (its own token).
+    config.train.aux_heads = ml_collections.ConfigDict()
+    config.train.aux_heads.syllable = 0.0  # syllable with tone (1,379 classes)
+    config.train.aux_heads.tone = 0.0
+    config.train.aux_heads.initial = 0.0
+    config.train.aux_heads.final = 0.0
+    config.train.aux_heads.radical = 0.0
+    config.train.aux_heads.position = "target"
     config.train.allow_schedule_change = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
     # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e
     # ".[tensorboard]"; then `tensorboard --logdir runs/`) and/or "wandb" (".[wandb]").

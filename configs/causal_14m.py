@@ -70,6 +70,13 @@ def get_config() -> ml_collections.ConfigDict:
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
     #   python -m babylm_jax.tools.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
     #   config.data.paths = ("data/hanzi_facts",); config.data.tokenizer.required_characters = "corpus_cjk"
+    # and, as BabyDragon-v4 did (experiments/README.md, "Issue 26"), auxiliary reading and radical heads
+    # during pretraining (training only; the exported model is unchanged) and radicals and parts as tokens:
+    #   --config.train.aux_heads.syllable=0.3 --config.train.aux_heads.tone=0.1 --config.train.aux_heads.initial=0.1
+    #   --config.train.aux_heads.final=0.1 --config.train.aux_heads.radical=0.1   (position "target": the
+    #   predicted token's labels where the LM loss predicts it, i.e. the masked token for MNTP/MLM rows)
+    #   --config.data.tokenizer.required_characters=corpus_cjk_parts   (with BPE the radicals and parts become
+    #   user symbols that never merge, common ones such as 口 人 大 included: unmeasured at this scale)
     # (the official corpus must then leave 2% of the 102M words free: trim it to fit).
 
     config.model.update(

@@ -117,6 +117,25 @@ def test_required_characters_get_their_own_ids(kind, byte_fallback):
         tok.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
 
 
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_radicals_and_parts_are_tokens_of_their_own(kind):
+    pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
+    texts = synthetic.documents(300) + [TEXT, "伙伴们说汞有毒。"]
+    counts = {c: 1 for c in "".join(texts)}
+    required = tok.required_characters(tok.PARTS_SETTING, counts)
+    assert {"亻", "半", "工", "水", "⺮", "⼝"} <= set(required)  # 伴 = 亻 + 半, 汞 = 工 over 水, two radical blocks
+    assert len([c for c in required if 0x2E80 <= ord(c) <= 0x2FDF]) == 329
+    config = _config(kind, True)
+    config.required_characters = tok.PARTS_SETTING
+    trained = tok.train_tokenizer(texts, config, 1400, required)
+    for ch in "亻半工水⺮⼝":
+        assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
+    if kind == "bpe":  # user symbols: never inside a longer piece
+        pieces = [trained.id_to_piece(i) for i in range(trained.vocab_size)]
+        assert not [p for p in pieces if len(p) > 1 and "半" in p]
+    assert trained.decode(trained.encode("伙伴⺮")) == "伙伴⺮"
+
+
 def test_no_unk_on_hanzi_task_files():
     tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
     counts = {c: 1 for c in "".join(synthetic.documents(50))}

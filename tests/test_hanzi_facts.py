@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from babylm_jax.tools import hanzi_facts
-from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.corpus import hanzi_lexicon
 from babylm_jax.tasks import leakage
 from babylm_jax.corpus import prepare
 from babylm_jax.corpus import words  # noqa: E402
@@ -172,12 +172,18 @@ def _pair_relation(sentence):
     return None
 
 
+_RELATION_KEYS = {"syllable": lambda r: r.marked, "initial": lambda r: r.initial, "final": lambda r: r.final,
+                  "tone": lambda r: r.tone}
+
+
 def test_pair_facts_are_true_many_and_varied(lexicon, tmp_path):
     infos = hanzi_facts.select_characters(lexicon, "200", None)
     hanzi_facts.write_facts(tmp_path / "f", infos, None, seed=0, settings={})  # one pass
     sentences = [s for t in _texts(tmp_path / "f") for s in re.findall(r"[^。]*。", t)]
     pairs = {kind: set() for kind in ("syllable", "initial", "final", "tone")}
     wordings = {kind: set() for kind in pairs}
+    denied = dict.fromkeys(pairs, 0)
+    assert not [s for s in sentences if "押韵" in s or "同韵" in s]  # a written final is not a rhyme
     for sentence in sentences:
         m = re.match(r"“(\w)”(?:和|与|跟)?“(\w)”(.*)", sentence)
         if not m:
@@ -185,6 +191,11 @@ def test_pair_facts_are_true_many_and_varied(lexicon, tmp_path):
         a, b = (lexicon.info(c).readings[0] for c in m.group(1, 2))
         kind = _pair_relation(m.group(3))
         assert kind, sentence
+        if "不" in m.group(3):  # a denial: the other character shares it under none of its readings
+            key = _RELATION_KEYS[kind]
+            assert all(key(a) != key(r) for r in lexicon.info(m.group(2)).readings), sentence
+            denied[kind] += 1
+            continue
         same = {"syllable": a.marked == b.marked, "initial": a.initial == b.initial != "",
                 "final": a.final == b.final, "tone": a.tone == b.tone}[kind]
         assert same, sentence
@@ -196,6 +207,7 @@ def test_pair_facts_are_true_many_and_varied(lexicon, tmp_path):
     assert all(len(pairs[kind]) > 1.5 * len(infos) for kind in ("tone", "final", "initial")), pairs
     assert len(pairs["syllable"]) > 20
     assert all(len(w) >= 3 for w in wordings.values()), wordings
+    assert all(n > 0.9 * len(infos) for kind, n in denied.items() if kind != "initial"), denied
 
 
 def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
@@ -207,6 +219,9 @@ def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
             assert re.search(f"{info.char}”?字[^。“]*{position}[^。“]*“{part}”", text), (info, text)
         stated = re.findall(f"{info.char}”?字[，的]?(左边|右边|上边|下边|中间|外边|里边)(?:写作|是|写|为|的部件是)“(\\w)”", text)
         assert stated and all(p in info.parts for p in stated), text
+        for position, part, other in re.findall(
+                f"{info.char}”?字的?(左边|右边|上边|下边|中间|外边|里边)写?是?“(\\w)”，(?:不是)?“(\\w)”", text):
+            assert (position, part) in info.parts and (position, other) not in info.parts, text
 
 
 def test_each_paragraph_names_new_partners(lexicon):
@@ -219,7 +234,7 @@ def test_each_paragraph_names_new_partners(lexicon):
     for _ in range(paragraphs):
         for sentence in re.findall(r"[^。]*。", writer.paragraph(info)):
             m = re.match(f"“{info.char}”(?:和|与|跟)?“(\\w)”(.*)", sentence)
-            if m and _pair_relation(m.group(2)) == "final":
+            if m and _pair_relation(m.group(2)) == "final" and "不" not in m.group(2):
                 named.append(m.group(1))
     # three partners a paragraph, none named twice until the whole group has been named
     assert len(named) == paragraphs * hanzi_facts.PAIRS_PER_RELATION and len(set(named)) == len(named), named

@@ -15,7 +15,8 @@ from babylm_jax.config.typed import build
 from babylm_jax.core.text import Normalizer
 
 KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
-REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic")  # data.tokenizer.required_characters
+REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
+PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)
 TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
 ON_BAD_LINE = ("stop", "skip")  # data.on_bad_line
 PACKINGS = ("concat", "first_fit")  # data.packing

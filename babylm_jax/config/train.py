@@ -13,6 +13,26 @@ from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
+AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
+AUX_POSITIONS = ("target", "input")  # train.aux_heads.position: the LM's target token, or the input's own
+
+
+@dataclasses.dataclass(frozen=True)
+class AuxHeadsSettings:
+    """`train.aux_heads.*`: a loss weight per auxiliary character head (0 = none), and where they predict.
+
+    Training only: model.aux_heads builds the heads, corpus.hanzi_labels their labels."""
+
+    syllable: float = 0.0
+    tone: float = 0.0
+    initial: float = 0.0
+    final: float = 0.0
+    radical: float = 0.0
+    position: str = "target"
+
+    def rules(self) -> list[Rule]:
+        return [*((head, getattr(self, head) >= 0, "a loss weight must be a number >= 0") for head in AUX_HEADS),
+                ("position", self.position in AUX_POSITIONS, f"must be one of {AUX_POSITIONS}")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +90,7 @@ class TrainConfig:
     seq_len_curriculum: tuple[tuple[float, int], ...]
     allow_schedule_change: bool
     loss_chunk: int  # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk)
+    aux_heads: AuxHeadsSettings
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
     wandb: WandbConfig

@@ -18,6 +18,7 @@ import shutil
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_dir
 from babylm_jax.corpus import budget
+from babylm_jax.corpus.hanzi_labels import check_head_labels
 from babylm_jax.corpus.cache_keys import token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.corpus.counting import CorpusCache, count_corpus
@@ -104,6 +105,7 @@ def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer.vocab_size > vocab_size:
         raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={vocab_size}")
+    check_head_labels(config, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
     tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key)
     return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)

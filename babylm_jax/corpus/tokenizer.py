@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from babylm_jax.config.data import KINDS, REQUIRED_CHARACTERS
+from babylm_jax.config.data import KINDS, PARTS_SETTING, REQUIRED_CHARACTERS
 from babylm_jax.core.atomic import atomic_write_bytes
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.progress import elapsed
@@ -254,8 +254,9 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     """Characters the tokenizer must hold as pieces of their own (`data.tokenizer.required_characters`).
 
     "corpus_cjk": every CJK Unified Ideograph in `counts` (the corpus); "cjk_basic": those and
-    the whole basic block U+4E00-U+9FFF. Both add CHINESE_PUNCTUATION. Most frequent first, then
-    by code point.
+    the whole basic block U+4E00-U+9FFF; "corpus_cjk_parts": corpus_cjk and the radical and parts
+    of each of those hanzi and the 329 symbols of the radical blocks (`part_symbols`). All add
+    CHINESE_PUNCTUATION. Most frequent first, then by code point.
     """
     if setting not in REQUIRED_CHARACTERS:
         raise ValueError(f"data.tokenizer.required_characters must be one of {REQUIRED_CHARACTERS}, got {setting!r}")
@@ -264,7 +265,16 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     chars = {c for c in counts if is_cjk_unified(c)} | set(CHINESE_PUNCTUATION)
     if setting == "cjk_basic":
         chars.update(map(chr, range(CJK_BASIC[0], CJK_BASIC[1] + 1)))
+    if setting == PARTS_SETTING:
+        chars.update(part_symbols(chars))
     return sorted(chars, key=lambda c: (-counts.get(c, 0), c))
+
+
+def part_symbols(characters: Iterable[str]) -> set[str]:
+    """Radicals and parts of `characters` and the radical-block symbols (the `hanzi` extra's lexicon)."""
+    from babylm_jax.corpus.hanzi_lexicon import components  # the lexicon's packages only when asked for
+
+    return components(characters)
 
 
 def reserved_ids(byte_fallback: bool) -> int:
@@ -316,6 +326,8 @@ def char_tokenizer_from_counts(
 
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
     check_room(required, vocab_size, reserved_ids(config.byte_fallback))
+    # radicals and parts as user symbols: pieces of their own, never merged into longer pieces
+    symbols = part_symbols(required) & set(required) if getattr(config, "required_characters", "") == PARTS_SETTING else set()
     model = io.BytesIO()
     sentences = (t for t in texts if t.strip())
     try:
@@ -336,7 +348,8 @@ def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_si
                 add_dummy_prefix=False,
                 remove_extra_whitespaces=False,
                 split_digits=True,
-                required_chars="".join(required),
+                required_chars="".join(c for c in required if c not in symbols),
+                user_defined_symbols=sorted(symbols),
                 max_sentence_length=1 << 16,
                 num_threads=os.cpu_count() or 1,
                 minloglevel=2,

@@ -228,6 +228,7 @@ def compute_loss(
     chunk: int = LOSS_CHUNK,
     row_groups: int = 1,
     summed: bool = False,
+    aux_objective=None,
 ) -> tuple[jax.Array, dict]:
     """Mean loss over predicted tokens for the model's family (the sum with `summed`), and metrics.
 
@@ -238,6 +239,9 @@ def compute_loss(
     that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time.
     `row_groups` (the devices the batch's rows are split over) keeps both per device: each
     contiguous block of rows gathers and projects its own predicted positions.
+    `aux_objective` (`aux_heads.AuxObjective`) adds the auxiliary heads' weighted summed
+    losses to the summed loss (so divided by the predicted tokens like it) and their sums to
+    the metrics (`aux`); metrics["loss"] stays the language-model loss.
     """
     family = model.config.family
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
@@ -267,7 +271,12 @@ def compute_loss(
     loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
                                z_loss, chunk)
     loss = loss_sum / jnp.maximum(count, 1.0)
-    return loss_sum if summed else loss, {"loss": loss, "predicted_tokens": count}
+    metrics = {"loss": loss, "predicted_tokens": count, "lm_loss_sum": loss_sum}
+    if aux_objective is not None:
+        aux_sum, metrics["aux"] = aux_objective.loss(
+            params, hidden_BxLxD, *aux_objective.positions(tokens, segment_ids, targets, weights))
+        loss_sum = loss_sum + aux_sum
+    return loss_sum if summed else loss_sum / jnp.maximum(count, 1.0), metrics
 
 
 def _masked_inputs_and_targets(

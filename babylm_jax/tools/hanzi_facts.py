@@ -6,8 +6,10 @@
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
 character) and DIR/manifest.json (counts, sources, settings). Facts: reading with tone, initial
 and final, tone; pairs of characters that share the reading / final / initial / tone (several
-partners per relation in every paragraph, new ones each pass, so the passes cover many pairs);
-radical, structure type, and each part at its position. Every fact has several templates; the
+partners per relation in every paragraph, new ones each pass, so the passes cover many pairs)
+and one that shares none (“如”跟“机”不同音。); radical, structure type, each part at its position
+and one part set against another (如字的左边写“女”，“口”不在左边。). Finals are pypinyin's written
+finals and are never called a rhyme (押韵). Every fact has several templates; the
 wording and the partners are drawn from `--seed`, so a run is reproducible.
 
 Mix the facts in with `--config.data.paths='("DIR",)'`: budget.json then counts them as their
@@ -29,9 +31,9 @@ from absl import flags
 
 from babylm_jax.config import cli
 from babylm_jax.core.atomic import atomic_dir
-from babylm_jax.tools import hanzi_lexicon
+from babylm_jax.corpus import hanzi_lexicon
 from babylm_jax.corpus import words
-from babylm_jax.tools.hanzi_lexicon import CharInfo, Lexicon
+from babylm_jax.corpus.hanzi_lexicon import CharInfo, Lexicon
 
 OUTPUT_FILE = "hanzi_facts.jsonl"
 MANIFEST = "manifest.json"
@@ -93,16 +95,37 @@ _PAIR = {
         lambda i, r, o: f"{_q(i.char)}{_q(o)}两个字的声母都是{r.initial}。",
     ),
     "final": (
-        lambda i, r, o: f"{_q(i.char)}与{_q(o)}押韵，韵母都是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}的拼音韵母都写作{r.final}。",
         lambda i, r, o: f"{_q(i.char)}和{_q(o)}韵母一样，都是{r.final}。",
         lambda i, r, o: f"{_q(i.char)}跟{_q(o)}的韵母都是{r.final}。",
-        lambda i, r, o: f"{_q(i.char)}{_q(o)}两字同韵，韵母是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}{_q(o)}两字的韵母都是{r.final}。",
     ),
     "tone": (
         lambda i, r, o: f"{_q(i.char)}和{_q(o)}都读{tone_words(r.tone)}。",
         lambda i, r, o: f"{_q(i.char)}跟{_q(o)}声调一样，都是{tone_words(r.tone)}。",
         lambda i, r, o: f"{_q(i.char)}与{_q(o)}同为{tone_words(r.tone)}字。",
         lambda i, r, o: f"{_q(i.char)}{_q(o)}两个字都念{hanzi_lexicon.TONE_NAMES[r.tone]}。",
+    ),
+}
+# The same relations denied (o shares the property under none of its readings): “A”…“B”…不….
+# Finals are pypinyin's written finals; no sentence calls them a rhyme (一 yi and 时 shi share
+# the written final i, not a rhyme).
+_NOT_PAIR = {
+    "syllable": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}读音不同，{_q(i.char)}读{r.marked}。",
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}不同音。",
+    ),
+    "initial": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的声母不一样，{_q(i.char)}的声母是{r.initial}。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}声母不同。",
+    ),
+    "final": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的韵母不一样，{_q(i.char)}的韵母是{r.final}。",
+        lambda i, r, o: f"{_q(i.char)}跟{_q(o)}韵母不同。",
+    ),
+    "tone": (
+        lambda i, r, o: f"{_q(i.char)}和{_q(o)}的声调不一样，{_q(i.char)}读{tone_words(r.tone)}。",
+        lambda i, r, o: f"{_q(i.char)}与{_q(o)}声调不同。",
     ),
 }
 # A list of characters that share a property: (CharInfo, reading, others) -> sentence.
@@ -161,6 +184,11 @@ _PART_AT = (
     lambda i, p, c: f"{_q(c)}在{_q(i.char)}字的{p}。",
     lambda i, p, c: f"{c}是{i.char}字的一个部件，位置在{p}。",
 )
+# A part at its position and not another of the character's parts (the probe's distractor).
+_PART_NOT = (
+    lambda i, p, c, o: f"{_q(i.char)}字{p}是{_q(c)}，不是{_q(o)}。",
+    lambda i, p, c, o: f"{i.char}字的{p}写{_q(c)}，{_q(o)}不在{p}。",
+)
 _HAS_PART = (
     lambda i, c: f"{_q(i.char)}字含有{_q(c)}。",
     lambda i, c: f"{_q(i.char)}字包含{_q(c)}这个部件。",
@@ -211,12 +239,22 @@ class FactWriter:
         offsets = [1 + (start + t) % (len(group) - 1) for t in range(n)]
         return [group[(at + offset) % len(group)] for offset in offsets]
 
+    def _stranger(self, kind: str, info: CharInfo) -> str | None:
+        """A chosen character that shares `kind` with `info`'s default reading under none of its own."""
+        key = self._key(kind, info.readings[0])
+        for _ in range(20):
+            other = self.rng.choice(self.infos)
+            if other.char != info.char and all(self._key(kind, r) != key for r in other.readings):
+                return other.char
+        return None
+
     def paragraph(self, info: CharInfo) -> str:
         """All known facts about one character, each in a randomly chosen wording, in random order.
 
         Per relation (same reading, final, initial, tone) it names up to PAIRS_PER_RELATION
-        characters that share it, one pair sentence each, and sometimes a list of more; every
-        part of the character is stated at its position.
+        characters that share it, one pair sentence each, one character that does not, and
+        sometimes a list of more; every part of the character is stated at its position, and
+        one part is set against another of its parts ("上边是工，不是水").
         """
         pick: Callable = self.rng.choice
         r = info.readings[0]
@@ -227,6 +265,9 @@ class FactWriter:
                 continue
             others = self._partners(kind, key, info.char, PAIRS_PER_RELATION)
             sentences.extend(pick(_PAIR[kind])(info, r, other) for other in others)
+            stranger = self._stranger(kind, info)
+            if stranger:
+                sentences.append(pick(_NOT_PAIR[kind])(info, r, stranger))
             if others and self.rng.random() < 0.5:
                 sentences.append(_GROUP[kind](info, r, self._others(kind, key, info.char, 3)))
         if info.radical:
@@ -240,6 +281,9 @@ class FactWriter:
                 sentences.extend(pick(_ONE_PART)(info, position, component) for position, component in info.parts)
                 position, component = pick(info.parts)
                 sentences.append(pick(_PART_AT)(info, position, component))
+                elsewhere = [c for p, c in info.parts if p != position and c != component]
+                if elsewhere:
+                    sentences.append(pick(_PART_NOT)(info, position, component, pick(elsewhere)))
                 sentences.append(pick(_HAS_PART)(info, pick(info.parts)[1]))
         self.rng.shuffle(sentences)
         return "".join(sentences)

@@ -28,12 +28,17 @@ from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus.tokenizer import load_tokenizer
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training import disk_space
+from babylm_jax.corpus.hanzi_labels import FAMILIES
+from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.training.state import TrainState, abstract_state
 from babylm_jax.core.rundir import WorkdirError, reading
 
 CORRUPT_DIR = "checkpoints_corrupt"
 # Keys that must match to resume: they change what the state or the data stream means.
-RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay")
+RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
+               "train.aux_heads")
+# Values of resume keys that runs made before the key existed had (no auxiliary heads).
+RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in FAMILIES}, "train.aux_heads.position": "target"}
 # Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
 # changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
 SCHEDULE_KEYS = (
@@ -95,7 +100,8 @@ def check_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     allow_schedule = bool(config.train.get("allow_schedule_change", False))
     keys = RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)
     for key in sorted(set(old) | set(new)):
-        if any(key == k or key.startswith(k + ".") for k in keys) and _normal(old.get(key)) != _normal(new.get(key)):
+        if any(key == k or key.startswith(k + ".") for k in keys) and _normal(
+                old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key))):
             fix = "use a new --workdir or the original config"
             if key in SCHEDULE_KEYS:
                 fix += " (or set --config.train.allow_schedule_change=True to bend the schedule from the last checkpoint on)"
@@ -413,6 +419,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
         raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); use --use_ema=auto or --use_ema=no")
     chosen_ema = has_ema if use_ema is None else use_ema
     params = jax.device_get(state.ema_params if chosen_ema else state.params)
+    params = {k: v for k, v in params.items() if k != AUX_COLLECTION}  # training-only heads
     return LoadedModel(
         config=config,
         model=model,

@@ -96,7 +96,8 @@ class StepPrograms:
 
     def _jitted_train(self, length: int) -> Callable:
         run = self.run
-        return jax.jit(self._make_train_step(run.config, run.model, run.optimizer, run.masking, length),
+        return jax.jit(self._make_train_step(run.config, run.model, run.optimizer, run.masking, length,
+                                           aux_objective=run.aux_objective),
                        in_shardings=(run.state_shardings, sharding.batch_sharding(run.mesh), None),
                        out_shardings=(run.state_shardings, sharding.replicated(run.mesh)), donate_argnums=(0,))
 

@@ -166,6 +166,7 @@ class StepLogger:
             "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
             "mfu": flops / seconds / self.peak_flops if seconds > 0 else 0.0,
             "tokens_seen": step * self.tokens_per_step, "words_seen": words,
+            **{k: float(v) for k, v in fetched.items() if k.startswith("aux_")},  # auxiliary heads' loss, acc
         }
         self.history.append(entry)
         self.writer.write(entry)

@@ -16,7 +16,8 @@ from jax.experimental import multihost_utils
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import prepare_corpus
-from babylm_jax.model import attention, objectives
+from babylm_jax.corpus import hanzi_labels
+from babylm_jax.model import attention, aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import writers
 from babylm_jax.training import optim, sharding
@@ -43,6 +44,7 @@ class Run:
     start_step: int
     tokens_seen: int
     words_seen: float
+    aux_objective: aux_heads.AuxObjective | None = None  # auxiliary heads (train.aux_heads)
 
 
 def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objectives.MaskingConfig:
@@ -85,6 +87,8 @@ def checked_parts(
             f"{jax.process_count()} processes x train.grad_accum_steps={train.grad_accum_steps}"
         )
     writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
+    if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
+        hanzi_labels.head_sizes()
     return model, mesh, optim.make_optimizer(run_config.train)
 
 
@@ -124,5 +128,7 @@ def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transforme
     if is_main:
         write_config(workdir, config)
         metrics_lib.trim_metrics(workdir, start_step)
+    aux_objective = aux_heads.build_objective(
+        config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size)
     return Run(config, workdir, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
-               state_shardings, checkpointer, start_step, tokens_seen, words_seen)
+               state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)

@@ -11,7 +11,7 @@ import ml_collections
 import optax
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.model import attention
+from babylm_jax.model import attention, aux_heads
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 
@@ -39,6 +39,9 @@ def boxed_init_fn(
     def init(rng: jax.Array) -> TrainState:
         tokens = jnp.zeros((1, min(8, config.train.seq_len)), jnp.int32)
         params = model.init(rng, tokens)
+        heads = aux_heads.init_params(config.train, config.model.d_model, jax.random.fold_in(rng, 1))
+        if heads is not None:  # a collection of their own: never read by the model, evaluation or export
+            params = {**params, aux_heads.AUX_COLLECTION: heads}
         ema = params if config.train.ema_decay > 0 else None
         return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params), ema_params=ema)
 

@@ -26,7 +26,7 @@ from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.model import objectives
+from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
@@ -67,9 +67,11 @@ def step_platform(platform: str | None = None) -> str:
 
 
 def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int,
-                    platform: str | None = None, groups: int | None = None):
+                    platform: str | None = None, groups: int | None = None,
+                    aux_objective: aux_heads.AuxObjective | None = None):
     """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation, for
-    `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's)."""
+    `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's),
+    with the auxiliary heads of `aux_objective` (train.aux_heads)."""
     train = config.train
     schedule = optim.make_schedule(train)
     accum = train.grad_accum_steps
@@ -83,7 +85,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, chunk=chunk, row_groups=groups, summed=accum > 1,
+            deterministic=deterministic, chunk=chunk, row_groups=groups, summed=accum > 1, aux_objective=aux_objective,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -92,8 +94,8 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
         batch = reshape_rows({k: v for k, v in batch.items() if k != "words"}, length)
         rng = jax.random.fold_in(rng, state.step)
         if accum == 1:  # no loop: XLA optimises the step as one computation
-            (loss, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
-            predicted = aux["predicted_tokens"]
+            (_, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
+            predicted, loss, aux_sums = aux["predicted_tokens"], aux["loss"], aux.get("aux", {})
         else:
             # Micro-batch i takes rows i, i+accum, ...: every device keeps a share of each one.
             # Summed losses and gradients, divided once by all predicted tokens: the mean over
@@ -101,14 +103,16 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             micro_batches = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(-1, accum, *x.shape[1:]), 0, 1), batch)
 
             def accumulate(carry, xs):
-                grads_sum, loss_sum, predicted = carry
+                grads_sum, loss_sum, predicted, aux_sums = carry
                 micro, i = xs
-                (loss, aux), grads = grad_fn(state.params, micro, jax.random.fold_in(rng, i), state.step)
-                return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + loss, predicted + aux["predicted_tokens"]), None
+                (_, aux), grads = grad_fn(state.params, micro, jax.random.fold_in(rng, i), state.step)
+                return (jax.tree.map(jnp.add, grads_sum, grads), loss_sum + aux["lm_loss_sum"],
+                        predicted + aux["predicted_tokens"], jax.tree.map(jnp.add, aux_sums, aux.get("aux", {}))), None
 
             zeros = jax.tree.map(jnp.zeros_like, state.params)
-            (grads, loss_sum, predicted), _ = jax.lax.scan(
-                accumulate, (zeros, jnp.float32(0.0), jnp.float32(0.0)), (micro_batches, jnp.arange(accum)))
+            aux_zeros = {name: jnp.zeros(3, jnp.float32) for name in (aux_objective.config.names if aux_objective else ())}
+            (grads, loss_sum, predicted, aux_sums), _ = jax.lax.scan(
+                accumulate, (zeros, jnp.float32(0.0), jnp.float32(0.0), aux_zeros), (micro_batches, jnp.arange(accum)))
             count = jnp.maximum(predicted, 1.0)
             grads = jax.tree.map(lambda g: g / count, grads)
             loss = loss_sum / count
@@ -124,6 +128,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             "grad_norm": optax.tree.norm(grads),
             "learning_rate": schedule(state.step),
             "predicted_tokens": predicted,
+            **aux_heads.step_metrics(aux_sums),
         }
 
     return step_fn
@@ -314,7 +319,9 @@ class RunEvaluator:
 
 def _show(progress: tqdm, entry: dict | None) -> None:
     if entry is not None:
-        progress.set_postfix(loss=f"{entry['loss']:.3f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
+        heads = {k[len("aux_"):-len("_acc")]: f"{entry[k[:-len('acc')] + 'loss']:.2f}/{v:.2f}"  # loss/accuracy
+                 for k, v in entry.items() if k.startswith("aux_") and k.endswith("_acc")}
+        progress.set_postfix(loss=f"{entry['loss']:.3f}", tok_s=f"{entry['tokens_per_s']:,.0f}", **heads)
 
 
 def _save(run: Run, logger: metrics_lib.StepLogger, step: int, milestone: bool = False) -> None:

@@ -126,8 +126,8 @@ class Lexicon:
         for ch, ids in self._ids.items():
             self._by_ids.setdefault(ids, ch)
         radical_file = _package_file("cnradical", "data/dictionary.pickle")
-        with radical_file.open("rb") as f:
-            self._radicals: dict[str, str] = pickle.load(f)["radical"]
+        with radical_file.open("rb") as f:  # "难检字" (hard to look up) is cnradical's word for none
+            self._radicals: dict[str, str] = {c: r for c, r in pickle.load(f)["radical"].items() if len(r) == 1}
 
     @staticmethod
     def _load_ids() -> dict[str, str]:
@@ -197,6 +197,25 @@ class Lexicon:
             return None
         structure, parts = self._structure(ch)
         return CharInfo(ch, readings, self._radicals.get(ch), structure, parts)
+
+
+def radical_block_symbols() -> list[str]:
+    """The assigned code points of CJK Radicals Supplement (U+2E80-2EFF) and Kangxi Radicals (U+2F00-2FDF): 329."""
+    import unicodedata
+
+    blocks = (range(0x2E80, 0x2F00), range(0x2F00, 0x2FE0))
+    return [chr(c) for block in blocks for c in block if unicodedata.name(chr(c), "")]
+
+
+def components(characters: Iterable[str]) -> set[str]:
+    """The radicals and named parts of the given hanzi, and every radical-block symbol: tokens of their own."""
+    lexicon = Lexicon()
+    out = set(radical_block_symbols())
+    for ch in characters:
+        info = lexicon.info(ch)
+        if info is not None:
+            out.update(c for c in (info.radical, *(part for _, part in info.parts)) if c)
+    return out
 
 
 @functools.lru_cache(maxsize=1)

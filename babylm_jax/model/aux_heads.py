@@ -1,0 +1,145 @@
+"""Auxiliary character heads: a training-only objective that predicts each hanzi's reading and radical.
+
+    heads = AuxHeadsConfig.from_config(config.train)      # None when every weight is 0
+    objective = AuxObjective(heads, sizes, labels_VxF)    # labels from data.hanzi_labels
+    params = {**model_params, AUX_COLLECTION: objective.init(rng, d_model)}
+    weighted_sum, sums = objective.loss(params, hidden_BxLxD, label_ids_BxL, weights_BxL)
+
+One linear layer per family on the final hidden states. `train.aux_heads.position`:
+"target" predicts the labels of the token the language-model loss predicts there (the next
+token for causal rows, the masked token at its own position for mlm and at the position
+before it for hybrid MNTP rows); "input" predicts each position's own input token. Heads
+live in their own collection of the params (`AUX_COLLECTION`): checkpoints keep them, the
+model's `apply`, evaluation and export never read them.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from babylm_jax.config.train import AUX_POSITIONS
+from babylm_jax.corpus import hanzi_labels
+from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE
+
+AUX_COLLECTION = "aux_heads"
+POSITIONS = AUX_POSITIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class AuxHeadsConfig:
+    """Loss weight per head (FAMILIES order, weights > 0 only) and where the heads predict."""
+
+    weights: tuple[tuple[str, float], ...]
+    position: str = "target"
+
+    @classmethod
+    def from_config(cls, train: ml_collections.ConfigDict) -> "AuxHeadsConfig | None":
+        """From `train.aux_heads` (absent in older runs: no heads); errors name the key."""
+        section = train.get("aux_heads")
+        if section is None:
+            return None
+        values = dict(section)
+        position = values.pop("position", "target")
+        unknown = sorted(set(values) - set(FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown config key(s) train.aux_heads.{', train.aux_heads.'.join(unknown)}; "
+                             f"heads: {', '.join(FAMILIES)} (and position)")
+        for name, weight in values.items():
+            if not isinstance(weight, (int, float)) or weight < 0:
+                raise ValueError(f"config key train.aux_heads.{name}={weight!r}: a loss weight must be a number >= 0")
+        if position not in POSITIONS:
+            raise ValueError(f"config key train.aux_heads.position: {position!r} is not one of {POSITIONS}")
+        weights = tuple((name, float(values[name])) for name in FAMILIES if values.get(name, 0) > 0)
+        return cls(weights, position) if weights else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.weights)
+
+
+class AuxHeads(nn.Module):
+    """One float32 linear classifier per head over the final hidden states."""
+
+    sizes: tuple[tuple[str, int], ...]
+
+    @nn.compact
+    def __call__(self, hidden_NxD: jax.Array) -> dict[str, jax.Array]:
+        x = hidden_NxD.astype(jnp.float32)
+        return {name: nn.Dense(size, name=name)(x) for name, size in self.sizes}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AuxObjective:
+    """The heads of one run: their config, their sizes and the vocabulary's [V, FAMILIES] labels."""
+
+    config: AuxHeadsConfig
+    sizes: dict[str, int]
+    labels_VxF: np.ndarray
+
+    @property
+    def module(self) -> AuxHeads:
+        return AuxHeads(tuple((name, self.sizes[name]) for name in self.config.names))
+
+    def init(self, rng: jax.Array, d_model: int) -> dict:
+        return self.module.init(rng, jnp.zeros((1, d_model), jnp.float32))["params"]
+
+    def loss(self, params: dict, hidden_BxLxD: jax.Array, label_ids_BxL: jax.Array,
+             weights_BxL: jax.Array) -> tuple[jax.Array, dict]:
+        """(sum over heads of weight x summed cross-entropy, {head: [loss sum, correct, count]}).
+
+        `label_ids_BxL` are the token ids whose labels a position predicts and `weights_BxL` the
+        positions that predict (both from `positions`); tokens without a label add nothing."""
+        hidden_NxD = hidden_BxLxD.reshape(-1, hidden_BxLxD.shape[-1])
+        logits = self.module.apply({"params": params[AUX_COLLECTION]}, hidden_NxD)
+        labels_NxF = jnp.asarray(self.labels_VxF)[label_ids_BxL.reshape(-1)]
+        total, sums = jnp.zeros((), jnp.float32), {}
+        for name, weight in self.config.weights:
+            labels_N = labels_NxF[:, FAMILIES.index(name)]
+            w_N = weights_BxL.reshape(-1).astype(jnp.float32) * (labels_N != IGNORE)
+            log_p_NxC = jax.nn.log_softmax(logits[name], axis=-1)
+            safe_N = jnp.maximum(labels_N, 0)
+            ce_N = -jnp.take_along_axis(log_p_NxC, safe_N[:, None], axis=-1)[:, 0]
+            correct_N = jnp.argmax(logits[name], axis=-1) == safe_N
+            sums[name] = jnp.stack([jnp.sum(ce_N * w_N), jnp.sum(correct_N * w_N), jnp.sum(w_N)])
+            total = total + weight * sums[name][0]
+        return total, sums
+
+    def positions(self, tokens_BxL: jax.Array, segment_ids_BxL: jax.Array, targets_BxL: jax.Array,
+                  weights_BxL: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(label ids, weights): the language-model targets where it predicts, or each input token."""
+        if self.config.position == "target":
+            return targets_BxL, weights_BxL
+        return tokens_BxL, segment_ids_BxL > 0
+
+
+def step_metrics(sums: dict) -> dict:
+    """Per-head mean loss and accuracy over labelled positions, from summed [loss, correct, count]."""
+    out = {}
+    for name, (loss_sum, correct, count) in sums.items():
+        n = jnp.maximum(count, 1.0)
+        out[f"aux_{name}_loss"], out[f"aux_{name}_acc"] = loss_sum / n, correct / n
+    return out
+
+
+def build_objective(train: ml_collections.ConfigDict, pieces: list[str] | None, vocab_size: int) -> AuxObjective | None:
+    """The run's objective (None without heads); with `pieces` None the labels are left empty (shapes only)."""
+    config = AuxHeadsConfig.from_config(train)
+    if config is None:
+        return None
+    sizes = hanzi_labels.head_sizes()
+    if pieces is None:
+        return AuxObjective(config, sizes, np.full((vocab_size, len(FAMILIES)), IGNORE, np.int32))
+    table = hanzi_labels.label_table(pieces, rows=vocab_size)
+    hanzi_labels.check_vocabulary(table, config.names)
+    return AuxObjective(config, sizes, table)
+
+
+def init_params(train: ml_collections.ConfigDict, d_model: int, rng: jax.Array) -> dict | None:
+    """Fresh head parameters for `train.aux_heads` (None without heads)."""
+    objective = build_objective(train, None, 1)
+    return None if objective is None else objective.init(rng, d_model)
