@@ -74,8 +74,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.scan_layers = False
     config.model.remat = "none"
     config.model.dtype = "float32"  # "bfloat16" on accelerators
-    # "auto" (cuDNN flash attention on a CUDA GPU in bf16, "reference" on CPU, "xla" elsewhere),
-    # "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16 only) or "reference" (written-out gradient)
+    # "auto" (cuDNN flash attention on a CUDA GPU in bf16, Pallas splash attention on TPU, "reference" on
+    # CPU, "xla" elsewhere), "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16 only), "splash"
+    # (TPU only; rows of a multiple of 128 tokens, others take "xla") or "reference" (written-out gradient)
     config.model.attention = "auto"
     config.model.residual_dtype = "float32"  # the residual stream; "bfloat16" only with model.dtype bfloat16
 

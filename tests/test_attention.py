@@ -91,12 +91,12 @@ def test_auto_picks_cudnn_on_cuda_in_bf16_and_refuses_what_a_platform_cannot_run
     assert attention.resolve("auto", "cuda", jnp.bfloat16) == "cudnn"
     assert attention.resolve("auto", "cuda", jnp.float32) == "xla"
     assert attention.resolve("auto", "cpu", jnp.bfloat16) == "reference"
-    assert attention.resolve("auto", "tpu", jnp.bfloat16) == "xla"
+    assert attention.resolve("auto", "tpu", jnp.bfloat16) == "splash"
     with pytest.raises(ValueError, match="model.attention='cudnn' needs a CUDA GPU.*platform is cpu"):
         attention.resolve("cudnn", "cpu", jnp.bfloat16)
     with pytest.raises(ValueError, match="needs model.dtype='bfloat16'"):
         attention.resolve("cudnn", "cuda", jnp.float32)
-    with pytest.raises(ValueError, match="model.attention: 'flash' is not one of auto, xla, cudnn, reference"):
+    with pytest.raises(ValueError, match="model.attention: 'flash' is not one of auto, xla, cudnn, splash, reference"):
         ModelConfig(attention="flash").validate()
 
 

@@ -66,3 +66,23 @@ def test_block_sizes_and_bad_lengths():
     with pytest.raises(ValueError, match="rows='diagonal'"):
         q, k, v, s = packed_inputs()
         splash_attention(q, k, v, s, "diagonal")
+
+
+@pytest.mark.parametrize("causal", [True, False, jnp.asarray([1, 0, 0, 1], bool)])
+def test_attend_dispatches_splash_from_the_models_mask(causal):
+    q, k, v, segment_ids = packed_inputs()
+    mask = attention.Mask.of(segment_ids, causal)
+    assert mask.rows == ("causal" if causal is True else "bidirectional" if causal is False else "mixed")
+    got = attention.attend(q, k, v, mask, "splash", interpret=True)
+    np.testing.assert_allclose(got, plain_attention(q, k, v, segment_ids, mask.causal_B), atol=2e-5)
+    short = attention.Mask.of(segment_ids[:, :64], causal)  # not a multiple of 128: XLA's attention
+    got = attention.attend(q[:, :64], k[:, :64], v[:, :64], short, "splash")
+    np.testing.assert_allclose(got, plain_attention(q[:, :64], k[:, :64], v[:, :64], segment_ids[:, :64],
+                                                    short.causal_B), atol=2e-5)
+
+
+def test_splash_is_auto_on_tpu_and_refused_elsewhere():
+    assert attention.resolve("auto", "tpu", jnp.bfloat16) == "splash"
+    assert attention.resolve("splash", "tpu", jnp.float32) == "splash"
+    with pytest.raises(ValueError, match="model.attention='splash' needs a TPU.*platform is cpu"):
+        attention.resolve("splash", "cpu", jnp.float32)

@@ -16,7 +16,7 @@ REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transfo
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
-ATTENTIONS = ("auto", "xla", "cudnn", "reference")  # model.attention: model.attention.resolve picks per backend
+ATTENTIONS = ("auto", "xla", "cudnn", "splash", "reference")  # model.attention: model.attention.resolve picks per backend
 
 
 @dataclasses.dataclass(frozen=True)

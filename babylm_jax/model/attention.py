@@ -1,7 +1,7 @@
-"""Softmax attention by backend (`model.attention`): one mask, four implementations.
+"""Softmax attention by backend (`model.attention`): one mask, five implementations.
 
     kind = resolve("auto", "cuda", jnp.bfloat16)      # -> "cudnn"
-    out_BxLxHxK = attend(q, k, v, Mask(allowed_Bx1xLxL, all_causal=True), kind)
+    out_BxLxHxK = attend(q, k, v, Mask.of(segment_ids_BxL, causal=True), kind)
 
 - "reference": plain jnp with a written-out (flash-attention) backward, tuned for the CPU;
   it materialises the float32 [B, H, L, L] scores and probabilities.
@@ -9,8 +9,11 @@
 - "cudnn": cuDNN's fused flash attention (`implementation="cudnn"`, bf16/fp16 only); the
   segment and per-row causal mask goes in as a [B, 1, L, L] bias, and all-causal batches
   also tell cuDNN to skip the upper triangle.
-- "auto": cuDNN on CUDA in bf16, the reference on CPU (the faster there:
-  experiments/benchmarks/attention_backends.py), XLA elsewhere (TPU: room for splash).
+- "splash": Pallas splash attention on TPU (`model.splash_attention`): blocks of queries and
+  keys from the segment ids, never the [B, H, L, L] scores; the hybrid's mixed rows run the
+  causal and the bidirectional kernel and keep each row's own.
+- "auto": cuDNN on CUDA in bf16, splash on TPU, the reference on CPU (the faster there:
+  experiments/benchmarks/attention_backends.py), XLA elsewhere.
 Every path takes the same mask: packed documents (segment ids), causal, bidirectional and
 the hybrid's mixed rows.
 """
@@ -24,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.config.model import ATTENTIONS, ModelConfig
+from babylm_jax.model import splash_attention
 
 KINDS = ATTENTIONS  # config.model holds the enum
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # what `resolve` and `--platform` accept
@@ -31,10 +35,26 @@ PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # what `resolve` and `--platform` ac
 
 @flax.struct.dataclass
 class Mask:
-    """Which keys each query may see ([B, 1, L, L] bool); `all_causal` (static) when every row is causal."""
+    """Which keys each query may see ([B, 1, L, L] bool); `all_causal` (static) when every row is causal.
+
+    Built with `Mask.of`, it also carries what the mask is made of, for kernels that never build
+    it (splash): the segment ids, which rows are causal, and `rows` (static: "causal",
+    "bidirectional" or "mixed")."""
 
     allowed_Bx1xLxL: jax.Array
     all_causal: bool = flax.struct.field(pytree_node=False, default=False)
+    segment_ids_BxL: jax.Array | None = None
+    causal_B: jax.Array | None = None
+    rows: str = flax.struct.field(pytree_node=False, default="mixed")
+
+    @classmethod
+    def of(cls, segment_ids_BxL: jax.Array, causal: bool | jax.Array) -> "Mask":
+        """The mask of packed rows (segment ids, 0 = padding), causal where `causal` (a bool for
+        every row, or a [B] array: the hybrid's mixed rows)."""
+        causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), segment_ids_BxL.shape[:1])
+        rows = "causal" if causal is True else "bidirectional" if causal is False else "mixed"
+        return cls(attention_mask(segment_ids_BxL, causal_B), all_causal=causal is True,
+                   segment_ids_BxL=segment_ids_BxL, causal_B=causal_B, rows=rows)
 
 
 def attention_mask(segment_ids_BxL: jax.Array, causal_B: jax.Array) -> jax.Array:
@@ -66,7 +86,10 @@ def resolve(kind: str, platform: str, dtype: Any) -> str:
     if kind == "auto":
         if platform == "cuda":
             return "cudnn" if half else "xla"
-        return "reference" if platform == "cpu" else "xla"
+        return {"cpu": "reference", "tpu": "splash"}.get(platform, "xla")
+    if kind == "splash" and platform != "tpu":
+        raise ValueError(f"config key model.attention='splash' needs a TPU (a Pallas TPU kernel), and this run's "
+                         f"platform is {platform} (choices there: auto, xla, reference)")
     if kind == "cudnn" and platform != "cuda":
         raise ValueError(f"config key model.attention='cudnn' needs a CUDA GPU, and this run's platform is "
                          f"{platform} (choices there: auto, xla, reference)")
@@ -81,10 +104,21 @@ def for_platform(config: ModelConfig, platform: str) -> ModelConfig:
     return dataclasses.replace(config, attention=resolve(config.attention, platform, config.compute_dtype))
 
 
-def attend(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask, kind: str) -> jax.Array:
-    """Softmax(q k^T / sqrt(K), masked) v with implementation `kind` ("auto": for the running backend)."""
+def attend(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask, kind: str,
+           interpret: bool = False) -> jax.Array:
+    """Softmax(q k^T / sqrt(K), masked) v with implementation `kind` ("auto": for the running backend).
+
+    "splash" takes rows whose length is a multiple of 128 (shorter rows, e.g. an early curriculum
+    stage, run XLA's attention); `interpret` runs its kernel on any backend (tests)."""
     if kind == "auto":
         kind = resolve(kind, platform_of(jax.default_backend()), q_BxLxHxK.dtype)
+    if kind == "splash" and q_BxLxHxK.shape[1] % 128 == 0:
+        if mask.segment_ids_BxL is None:
+            raise ValueError("splash attention needs the mask's segment ids: build it with Mask.of")
+        return splash_attention.splash_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.segment_ids_BxL, mask.rows,
+                                                 mask.causal_B, interpret=interpret)
+    if kind == "splash":
+        kind = "xla"
     if kind == "reference":
         return reference_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.allowed_Bx1xLxL)
     if kind == "xla":

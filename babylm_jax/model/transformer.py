@@ -111,8 +111,7 @@ class Transformer(nn.Module):
             positions_BxL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
         if causal is None:
             causal = c.family == "causal"
-        causal_B = jnp.broadcast_to(jnp.asarray(causal, dtype=bool), (b,))
-        mask = attention.Mask(attention.attention_mask(segment_ids_BxL, causal_B), all_causal=causal is True)
+        mask = attention.Mask.of(segment_ids_BxL, causal)
         rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 
         # the stream between blocks in c.stream_dtype (float32 by default); each block computes in c.compute_dtype
