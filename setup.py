@@ -34,5 +34,10 @@ setup(
         "test": ["pytest>=8.0", "scikit-learn>=1.4", *HANZI],
         "hanzi": HANZI,
         "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
+        # NVIDIA GPUs: CUDA 12 jaxlib plugin, cuDNN and the CUDA libraries, the version of jax
+        # itself; on a CPU host also what `python -m babylm_jax.aot --platform cuda` needs
+        "cuda12": ["jax[cuda12]>=0.4.35"],
+        # TPU VMs: libtpu; on a CPU host what `python -m babylm_jax.aot --platform tpu` compiles with
+        "tpu": ["jax[tpu]>=0.4.35"],
     },
 )

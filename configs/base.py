@@ -121,6 +121,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.mesh = ml_collections.ConfigDict()
     config.mesh.num_devices = 0  # single-process runs: use the first N devices; 0 = all
     config.mesh.fsdp = 1  # devices per FSDP group; 1 = pure data parallel
+    config.mesh.target = ""  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (train warns on a CPU)
+    config.mesh.topology = ""  # TPU recipes: the topology `python -m babylm_jax.aot` compiles for, e.g. "v5e:2x2"
 
     config.distributed = ml_collections.ConfigDict()
     config.distributed.initialize = False  # call jax.distributed.initialize() (multi-host)
