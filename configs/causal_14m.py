@@ -82,6 +82,8 @@ def get_config() -> ml_collections.ConfigDict:
         min_lr_ratio=0.1, weight_decay=0.1, b2=0.95, log_every_steps=100, eval_every_steps=1000,
         eval_batches=20, grad_accum_steps=2,
     )
+    config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
+    config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for
     config.checkpoint.every_steps = 1000
     config.checkpoint.max_to_keep = 3
     return config

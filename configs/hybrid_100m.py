@@ -64,6 +64,8 @@ def get_config() -> ml_collections.ConfigDict:
         seq_len_curriculum=((0.0, 128), (0.7, 256), (0.9, 512)),
         grad_accum_steps=2, log_every_steps=50, eval_every_steps=500, eval_batches=20,
     )
+    config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
+    config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for
     config.checkpoint.every_steps = 500
     config.checkpoint.max_to_keep = 3
     return config

@@ -125,3 +125,4 @@ def test_cudnn_path_lowers_for_cuda_with_fused_attention_and_no_float32_scores(f
     scores = "tensor<4x2x16x16xf32>"  # [B, H, L, L] in float32
     assert "__cudnn$fmha" in cudnn and scores not in cudnn
     assert "__cudnn$fmha" not in xla and scores in xla
+
