@@ -97,6 +97,10 @@ def test_auto_picks_cudnn_on_cuda_in_bf16_and_refuses_what_a_platform_cannot_run
         attention.resolve("cudnn", "cuda", jnp.float32)
     with pytest.raises(ValueError, match="model.attention: 'flash' is not one of auto, xla, cudnn, reference"):
         ModelConfig(attention="flash").validate()
+    trained_on_gpu = ModelConfig(attention="cudnn", dtype="bfloat16")  # loaded on a CPU to evaluate: same numbers
+    assert trained_on_gpu.for_platform("cpu", strict=False).attention == "reference"
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        trained_on_gpu.for_platform("cpu")
 
 
 def _cuda_grad_text(kind, family):

@@ -91,9 +91,16 @@ class ModelConfig:
         """The residual stream's dtype (model.residual_dtype)."""
         return jnp.bfloat16 if self.residual_dtype == "bfloat16" else jnp.float32
 
-    def for_platform(self, platform: str) -> "ModelConfig":
-        """This config with model.attention resolved for `platform` (ValueError if it cannot run there)."""
-        return dataclasses.replace(self, attention=attention.resolve(self.attention, platform, self.compute_dtype))
+    def for_platform(self, platform: str, strict: bool = True) -> "ModelConfig":
+        """This config with model.attention resolved for `platform`: ValueError if it cannot run there,
+        or (not `strict`: a trained model loaded elsewhere, the same numbers) what "auto" takes there."""
+        try:
+            kind = attention.resolve(self.attention, platform, self.compute_dtype)
+        except ValueError:
+            if strict:
+                raise
+            kind = attention.resolve("auto", platform, self.compute_dtype)
+        return dataclasses.replace(self, attention=kind)
 
     @property
     def has_head_transform(self) -> bool:

@@ -23,11 +23,12 @@ class TrainState:
     ema_params: Any  # None when train.ema_decay == 0
 
 
-def build_model(config: ml_collections.ConfigDict, platform: str | None = None) -> Transformer:
+def build_model(config: ml_collections.ConfigDict, platform: str | None = None, strict: bool = True) -> Transformer:
     """The Transformer described by `config.model`, with seq_len checked against max_len and
-    model.attention resolved for `platform` (default: the running backend's)."""
+    model.attention resolved for `platform` (default: the running backend's; `strict`: see
+    `ModelConfig.for_platform`)."""
     platform = platform or attention.platform_of(jax.default_backend())
-    model_config = ModelConfig.from_config(config.model).for_platform(platform)
+    model_config = ModelConfig.from_config(config.model).for_platform(platform, strict)
     if config.train.seq_len > model_config.max_len:
         raise ValueError(
             f"config key train.seq_len={config.train.seq_len} exceeds model.max_len={model_config.max_len}"
@@ -50,8 +51,9 @@ def boxed_init_fn(
 
 
 def abstract_state(config: ml_collections.ConfigDict) -> tuple[TrainState, Transformer]:
-    """Shapes and dtypes of the (unboxed) train state, without allocating it."""
-    model = build_model(config)
+    """Shapes and dtypes of the (unboxed) train state, without allocating it; the model for evaluating
+    it here (a run trained with model.attention="cudnn" loads on a CPU with the attention "auto" takes)."""
+    model = build_model(config, strict=False)
     init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
     return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
 
