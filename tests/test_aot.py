@@ -61,7 +61,7 @@ def test_cuda_report_lowers_every_length_with_cudnn_and_compiles_for_an_h100(cap
 def test_tpu_report_compiles_for_a_topology_and_says_whether_it_fits(capsys):
     assert aot_cli.main(["aot", "--config=configs/base.py", "--platform=tpu", "--topology=v5e:2x2", *TINY])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("aot: tpu v5e:2x2: 4 x TPU v5 lite (16.00 GB HBM each)")
+    assert out[0].startswith("aot: tpu v5e:2x2: 4 x TPU v5 lite (16.00 GiB HBM each)")
     assert "per chip" in out[1] and "collectives: all-reduce" in out[1] and out[-1].startswith("aot: fits=yes")
     too_big = ["--config.model.vocab_size=2000000", "--config.model.d_model=1024"]  # 24 GB of f32 state and moments
     assert not aot_cli.main(["aot", "--config=configs/base.py", "--platform=tpu", "--topology=v5e:2x2", *TINY, *too_big])

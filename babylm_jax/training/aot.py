@@ -144,7 +144,7 @@ def fits_lines(worst: tuple[int, int], hbm: int | None) -> list[str]:
     lines = [] if fits else [f"over by {compiled.size(peak - hbm)} at rows of {length}: lower train.batch_size, "
                              "raise train.grad_accum_steps or mesh.fsdp, or set model.remat='full'"]
     hbm_gb = hbm / 2**30 if hbm else float("nan")
-    return lines + [f"aot: fits={'yes' if fits else 'no'} peak_gb={peak / 2**30:.2f} hbm_gb={hbm_gb:.2f}"]
+    return lines + [f"aot: fits={'yes' if fits else 'no'} peak_gb={peak / 2**30:.2f} hbm_gb={hbm_gb:.2f}"]  # GiB
 
 
 def check_platform(platform: str | None, config: ml_collections.ConfigDict) -> str:
