@@ -1,7 +1,5 @@
 """Attention backends (`model.attention`): each path against a slow per-query loop, the model on
 every CPU path, the choice per platform, and the cuDNN path lowered for CUDA without a GPU."""
-import dataclasses
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
