@@ -36,5 +36,10 @@ setup(
         "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
         "wandb": ["wandb>=0.18"],  # train.writers "wandb"
         "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
+        # NVIDIA GPUs: CUDA 12 jaxlib plugin, cuDNN and the CUDA libraries, the version of jax
+        # itself; on a CPU host also what `python -m babylm_jax.aot --platform cuda` needs
+        "cuda12": ["jax[cuda12]>=0.4.35"],
+        # TPU VMs: libtpu; on a CPU host what `python -m babylm_jax.aot --platform tpu` compiles with
+        "tpu": ["jax[tpu]>=0.4.35"],
     },
 )

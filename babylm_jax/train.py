@@ -2,7 +2,9 @@
 
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint. A user error is one line
-and exit status 2 (`babylm_jax.config.cli`). SIGTERM (preemption) or Ctrl-C ends the run after
+and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices; a recipe
+made for an accelerator (`mesh.target`) refuses to start on a CPU backend unless --allow_cpu.
+SIGTERM (preemption) or Ctrl-C ends the run after
 the current step with a checkpoint of it and one line saying so: exit status 0 (SIGTERM)
 or 130 (SIGINT).
 """
@@ -19,6 +21,8 @@ COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: checkpoints, tokenizer, token cache, metrics.",
                                flag_values=COMMAND.flags)
+_ALLOW_CPU = flags.DEFINE_bool("allow_cpu", False, "Train a recipe made for an accelerator (mesh.target) on a CPU backend.",
+                               flag_values=COMMAND.flags)
 flags.mark_flags_as_required(["config", "workdir"], flag_values=COMMAND.flags)
 
 
@@ -26,8 +30,12 @@ def main(argv: Sequence[str]) -> dict:
     """Parses `argv` (program name first) and trains; returns the end-of-run summary."""
     COMMAND.parse(argv)
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
-    from babylm_jax.training import preemption, trainer  # the heavy imports, after the options are checked
+    from babylm_jax.training import backend, preemption, trainer  # the heavy imports, after the options are checked
 
+    print(f"train: {backend.describe(_CONFIG.value)}", flush=True)
+    notice = backend.check_target(_CONFIG.value, _ALLOW_CPU.value)  # before any work
+    if notice:
+        print(f"train: {notice}", flush=True)
     try:
         return trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
     except preemption.Stopped as stopped:  # SIGTERM (exit 0) or SIGINT (130): where to resume, one line

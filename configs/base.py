@@ -146,6 +146,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.mesh = ml_collections.ConfigDict()
     config.mesh.num_devices = 0  # single-process runs: use the first N devices; 0 = all
     config.mesh.fsdp = 1  # devices per FSDP group; 1 = pure data parallel
+    config.mesh.target = ""  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (then train refuses a CPU backend without --allow_cpu)
+    config.mesh.topology = ""  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100", "h200")
 
     config.distributed = ml_collections.ConfigDict()
     config.distributed.initialize = False  # call jax.distributed.initialize() (multi-host)

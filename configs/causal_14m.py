@@ -49,10 +49,13 @@ What the CPU study (experiments/README.md, "Recipes that learn"; 1.6M-parameter 
 Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
 (training/metrics.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
 MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000
-steps. Memory (measured: XLA's memory analysis of this step compiled for CPU,
-`python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py`):
-0.15 GB of train state and 7.9 GB of temporaries with 2 micro-batches per step
-(2026-12-01, main at b9f8a57; 9.9 GB before the written-out attention and SwiGLU gradients).
+steps. Target: one 80 GB H100 (`mesh.target`, `mesh.topology`), cuDNN flash attention
+(`model.attention=auto`, causal), a float32 residual stream, loss chunks of 2,048 rows on the
+GPU. Memory (XLA's GPU compiler for an H100, on a CPU host without a GPU:
+`python -m babylm_jax.aot --config configs/causal_14m.py`, 2026-12-02): 0.15 GiB of train
+state and 7.3 GiB of temporaries in one pass of 128 rows (peak 7.5 GiB of 74.5 GiB), so the
+recipe takes one pass (`grad_accum_steps=1`; two passes: 3.8 GiB). The CPU compile of the old
+attention had said 7.9 GB at two passes.
 """
 import pathlib
 
@@ -82,13 +85,16 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.update(
         family="causal", vocab_size=32_768, d_model=256, num_layers=6, num_heads=4, d_ff=1024,
         max_len=512, mlp="gelu", norm="layernorm", dtype="bfloat16", scan_layers=True, remat="none",
+        attention="auto", residual_dtype="float32",
     )
 
     config.train.update(
         num_steps=17_000, batch_size=128, seq_len=512, learning_rate=1e-3, warmup_steps=1000,
         min_lr_ratio=0.1, weight_decay=0.1, b2=0.95, log_every_steps=100, eval_every_steps=1000,
-        eval_batches=20, grad_accum_steps=2,
+        eval_batches=20, grad_accum_steps=1,
     )
+    config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
+    config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for
     config.checkpoint.every_steps = 1000
     config.checkpoint.max_to_keep = 3
     return config

@@ -20,18 +20,27 @@ LAMB's 1e-2 is GPT-BERT's own: its layer-wise trust ratio scales each update, so
 study's AdamW finding (1e-2 worse than 3e-3 at d 128) does not carry over; its other lessons
 (tokens over size, two seeds per comparison) do: configs/causal_14m.py.
 
+Target: one 80 GB H100 (`mesh.target`, `mesh.topology`; an H200 too). cuDNN flash attention
+(`model.attention=auto` on CUDA in bf16), a float32 residual stream, bf16 loss matmuls with
+float32 accumulation in chunks of 4,096 rows (~256 MB of f32 logits), every curriculum length
+and the eval step compiled before step 1.
+
 Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687 at 128)
 for training, by training/metrics.py's convention (remat recomputation not counted).
 Assuming 35% MFU on an H200 (989 TFLOP/s bf16 dense) gives ~475k tokens/s, so 0.28 s per
 step and ~50 minutes for 10,000 steps. Measure it with
-experiments/benchmarks/h200_hybrid_100m.sh (under 5 minutes). Memory (measured: XLA's
-memory analysis of this step compiled for CPU, `python experiments/benchmarks/train_throughput.py
---memory_only --configs configs/hybrid_100m.py --lengths 128 512`): 1.7 GB of train state
-(f32 params, LAMB moments, EMA) and 37 GB of temporaries at length 512 with 2
-micro-batches of 128 rows per step (2026-12-01, main at b9f8a57; 40 GB before the
-written-out attention and SwiGLU gradients), so it fits an 80 GB H100; an H200 (141 GB) also
-holds --config.train.grad_accum_steps=1 (80 GB of temporaries, measured before them).
-model.remat="full" would need 30 GB at one micro-batch but recomputes every matmul.
+experiments/benchmarks/h200_hybrid_100m.sh (under 5 minutes).
+
+Memory (XLA's GPU compiler for an H100, run on a CPU host without a GPU:
+`python -m babylm_jax.aot --config configs/hybrid_100m.py`, 2026-12-02): 1.67 GiB of train
+state (f32 params, LAMB moments, EMA) and 35.7 GiB of temporaries at each curriculum length
+(128, 256, 512) in one pass of 256 rows, peak 37.4 GiB of the H100's 74.5 GiB (80 GB), so
+this recipe takes one pass (`grad_accum_steps=1`: fewer, larger matmuls); two passes would
+need 18.6 GiB. The largest tensors are the residuals that remat keeps per layer (the
+SwiGLU gate/up output, 15 GiB in bf16, and the float32 residual stream, 4.5 GiB); no float32
+[B, H, L, L] attention scores (the CPU compile of the old attention held 1.6 GB of them per
+layer and said 37 GB at two passes). model.remat="full" would shrink it further but
+recomputes every matmul.
 """
 import pathlib
 
@@ -61,7 +70,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.update(
         family="hybrid", vocab_size=16_384, d_model=768, num_layers=12, num_heads=12, d_ff=2560,
         max_len=512, mlp="swiglu", norm="layernorm", dropout=0.1, dtype="bfloat16",
-        scan_layers=True, remat="dots_no_batch",
+        scan_layers=True, remat="dots_no_batch", attention="auto", residual_dtype="float32",
     )
 
     config.train.update(
@@ -69,8 +78,10 @@ def get_config() -> ml_collections.ConfigDict:
         warmup_steps=160, schedule="cosine", min_lr_ratio=0.1, weight_decay=0.1, b1=0.9, b2=0.98,
         grad_clip=2.0, ema_decay=0.999, mask_rate=0.3, mask_rate_final=0.15, hybrid_causal_share=1 / 16,
         seq_len_curriculum=((0.0, 128), (0.7, 256), (0.9, 512)),
-        grad_accum_steps=2, log_every_steps=50, eval_every_steps=500, eval_batches=20,
+        grad_accum_steps=1, log_every_steps=50, eval_every_steps=500, eval_batches=20,
     )
+    config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
+    config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for
     config.checkpoint.every_steps = 500
     config.checkpoint.max_to_keep = 3
     return config

@@ -37,6 +37,8 @@ def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("hybrid_100m.py"))
     config.distributed.initialize = True
     config.mesh.fsdp = 4
+    config.mesh.target = "tpu"
+    config.mesh.topology = "v5p:2x2x4"  # v5p-32: 16 chips (python -m babylm_jax.aot compiles for it)
     config.train.update(batch_size=1024, num_steps=2500, warmup_steps=40, grad_accum_steps=2,
                         log_every_steps=25, eval_every_steps=250)
     config.checkpoint.every_steps = 250

@@ -18,10 +18,10 @@ comparison): configs/causal_14m.py.
 
 Throughput (an estimate; no GPU run yet): 81.4 MFLOP per token at length 128, 88.5 at 512
 (bidirectional attention, logits at every position); at an assumed ~10% MFU on an
-H100/H200, ~1.1-1.2M tokens/s, ~15 minutes in all. Memory (measured by XLA's memory
-analysis of the step compiled for CPU, as in configs/causal_14m.py): 0.15 GB of state and
-7.9 GB of temporaries with its 2 micro-batches per step at length 512 (2026-12-01, main at
-b9f8a57; 9.9 GB before the written-out attention and SwiGLU gradients).
+H100/H200, ~1.1-1.2M tokens/s, ~15 minutes in all. Target, attention (cuDNN, bidirectional)
+and precision: configs/causal_14m.py. Memory (XLA's GPU compiler for an H100, on a CPU host:
+`python -m babylm_jax.aot --config configs/mlm_14m.py`, 2026-12-02): 0.15 GiB of state and
+7.3 GiB of temporaries at length 128, 7.4 GiB at 512, in one pass (peak 7.5 GiB of 74.5 GiB).
 """
 import pathlib
 

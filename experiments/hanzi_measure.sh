@@ -59,7 +59,7 @@ EOF
 )
 # A config file sets both sources (data.corpus and data.paths) for this run.
 cat > "$OUT/facts_config.py" <<CONFIG_END
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 
 
 def get_config():

@@ -52,7 +52,7 @@ EOF
 )
   CONFIG="$OUT/facts_config_${SHARE}.py"
   cat > "$CONFIG" <<CONFIG_END
-from babylm_jax.config_files import load_config_file
+from babylm_jax.config.files import load_config_file
 
 
 def get_config():

@@ -1,7 +1,5 @@
 """Attention backends (`model.attention`): each path against a slow per-query loop, the model on
 every CPU path, the choice per platform, and the cuDNN path lowered for CUDA without a GPU."""
-import dataclasses
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -98,6 +96,10 @@ def test_auto_picks_cudnn_on_cuda_in_bf16_and_refuses_what_a_platform_cannot_run
         attention.resolve("cudnn", "cuda", jnp.float32)
     with pytest.raises(ValueError, match="model.attention: 'flash' is not one of auto, xla, cudnn, splash, reference"):
         ModelConfig(attention="flash").validate()
+    trained_on_gpu = ModelConfig(attention="cudnn", dtype="bfloat16")  # loaded on a CPU to evaluate: same numbers
+    assert attention.for_platform(trained_on_gpu, "cpu", strict=False).attention == "reference"
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        attention.for_platform(trained_on_gpu, "cpu")
 
 
 def _cuda_grad_text(kind, family):
@@ -126,3 +128,4 @@ def test_cudnn_path_lowers_for_cuda_with_fused_attention_and_no_float32_scores(f
     scores = "tensor<4x2x16x16xf32>"  # [B, H, L, L] in float32
     assert "__cudnn$fmha" in cudnn and scores not in cudnn
     assert "__cudnn$fmha" not in xla and scores in xla
+

@@ -6,9 +6,11 @@ import shutil
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from babylm_jax import evaluate, export, prepare, train
+from babylm_jax.config import cli
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
@@ -56,6 +58,29 @@ def test_impossible_batch_or_mesh_is_refused_before_any_data_work(capsys, tmp_pa
                                       *overrides])
     assert expected in line
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_a_gpu_recipe_on_a_cpu_backend_is_refused_unless_asked(capsys, tmp_path):
+    line = user_error(capsys, train, ["train", "--config=configs/causal_14m.py", f"--workdir={tmp_path / 'run'}"])
+    assert "made for cuda (config key mesh.target) and JAX's backend is cpu" in line and "--allow_cpu" in line
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit):  # with --allow_cpu it goes on, to the first thing it lacks: the corpus
+        cli.report_errors("train", train.main, ["train", "--config=configs/causal_14m.py", "--allow_cpu",
+                                                f"--workdir={tmp_path / 'run'}", f"--config.data.corpus={tmp_path}/x"])
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[:2] == [
+        f"train: JAX {jax.__version__}, backend cpu: 8 x cpu (1 process(es)); attention reference, loss chunks of 256 rows, "
+        "model.dtype bfloat16",
+        "train: notice: a cuda recipe on the CPU, as --allow_cpu asks: expect it to be slow"]
+    assert "Corpus path does not exist" in captured.err
+
+
+def test_bf16_on_a_cpu_backend_is_a_notice_and_a_plain_config_says_nothing():
+    from babylm_jax.training import backend
+
+    assert backend.check_target(cli.load_config("configs/base.py"), allow_cpu=False) is None
+    notice = backend.check_target(cli.load_config("configs/base.py", ["--config.model.dtype=bfloat16"]), False)
+    assert notice.startswith("notice: model.dtype=bfloat16 on a CPU backend")
 
 
 def _damage(run: pathlib.Path, relative: str, text: str) -> pathlib.Path:

@@ -13,6 +13,7 @@ from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
+MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
 AUX_POSITIONS = ("target", "input")  # train.aux_heads.position: the LM's target token, or the input's own
 
@@ -147,10 +148,13 @@ class MeshConfig:
 
     num_devices: int  # single-process runs: the first N devices; 0 = all
     fsdp: int  # devices per FSDP group
+    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.backend)
+    topology: str  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100")
 
     def rules(self) -> list[Rule]:
         return [("num_devices", self.num_devices >= 0, "must be >= 0 (0 = all)"),
-                ("fsdp", self.fsdp >= 1, "must be >= 1")]
+                ("fsdp", self.fsdp >= 1, "must be >= 1"),
+                ("target", self.target in MESH_TARGETS, f"must be one of {MESH_TARGETS}")]
 
 
 @dataclasses.dataclass(frozen=True)

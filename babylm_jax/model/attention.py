@@ -99,9 +99,16 @@ def resolve(kind: str, platform: str, dtype: Any) -> str:
     return kind
 
 
-def for_platform(config: ModelConfig, platform: str) -> ModelConfig:
-    """`config` with model.attention resolved for `platform` (ValueError if it cannot run there)."""
-    return dataclasses.replace(config, attention=resolve(config.attention, platform, config.compute_dtype))
+def for_platform(config: ModelConfig, platform: str, strict: bool = True) -> ModelConfig:
+    """`config` with model.attention resolved for `platform`: ValueError if it cannot run there,
+    or (not `strict`: a trained model loaded elsewhere, the same numbers) what "auto" takes there."""
+    try:
+        kind = resolve(config.attention, platform, config.compute_dtype)
+    except ValueError:
+        if strict:
+            raise
+        kind = resolve("auto", platform, config.compute_dtype)
+    return dataclasses.replace(config, attention=kind)
 
 
 def attend(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask, kind: str,

@@ -50,10 +50,10 @@ class Program:
 
 
 def size(n: int) -> str:
-    """Bytes as KB, MB or GB (powers of 1,024)."""
+    """Bytes in KiB, MiB or GiB."""
     if n >= 2**30:
-        return f"{n / 2**30:.2f} GB"
-    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def memory_of(compiled: Any) -> dict[str, int] | None:

@@ -24,11 +24,12 @@ class TrainState:
     ema_params: Any  # None when train.ema_decay == 0
 
 
-def build_model(config: ml_collections.ConfigDict, platform: str | None = None) -> Transformer:
+def build_model(config: ml_collections.ConfigDict, platform: str | None = None, strict: bool = True) -> Transformer:
     """The Transformer described by `config.model`, every key of the run's config checked (`RunConfig`)
-    and model.attention resolved for `platform` (default: the running backend's)."""
+    and model.attention resolved for `platform` (default: the running backend's; `strict`: see
+    `attention.for_platform`)."""
     platform = platform or attention.platform_of(jax.default_backend())
-    return Transformer(attention.for_platform(RunConfig.from_config(config).model, platform))
+    return Transformer(attention.for_platform(RunConfig.from_config(config).model, platform, strict))
 
 
 def boxed_init_fn(
@@ -49,8 +50,9 @@ def boxed_init_fn(
 
 
 def abstract_state(config: ml_collections.ConfigDict) -> tuple[TrainState, Transformer]:
-    """Shapes and dtypes of the (unboxed) train state, without allocating it."""
-    model = build_model(config)
+    """Shapes and dtypes of the (unboxed) train state, without allocating it; the model for evaluating
+    it here (a run trained with model.attention="cudnn" loads on a CPU with the attention "auto" takes)."""
+    model = build_model(config, strict=False)
     init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
     return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
 

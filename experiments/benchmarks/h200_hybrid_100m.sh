@@ -6,7 +6,7 @@
 #
 # Installs the package (`pip install -e .`) and, when JAX does not see a GPU yet, the CUDA
 # build of the same JAX version (`jax[cuda12]`); nothing else. Then times the real train step
-# (LAMB, EMA, MNTP masking, 2 micro-batches, scan + remat) at the recipe's last curriculum
+# (LAMB, EMA, MNTP masking, one pass of 256 rows, scan + remat, cuDNN attention) at its last curriculum
 # length (rows of 512) and its first (rows of 128), 256 x 512 tokens per step, and prints
 # tokens/s, XLA's memory analysis, and `mfu_vs_table_peak[...]` per length; the last line is
 # the lower of the two. Extra arguments go to train_throughput.py (e.g. --steps 10).

@@ -1,0 +1,71 @@
+"""`python -m babylm_jax.aot`: the real train step lowered and compiled for CUDA or a TPU topology
+from this CPU, the report's lines, and bad options as one line with exit status 2."""
+import importlib.util
+
+import pytest
+from fixtures.cli import user_error
+
+from babylm_jax import aot as aot_cli
+from babylm_jax.config import cli
+from babylm_jax.training import aot
+
+HAS_CUDA_PLUGIN = importlib.util.find_spec("jax_cuda12_plugin") is not None
+HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
+TINY = ["--config.model.d_model=32", "--config.model.num_heads=2", "--config.model.d_ff=64", "--config.model.num_layers=1",
+        "--config.model.vocab_size=512", "--config.train.batch_size=8", "--config.train.seq_len=32"]
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--platform=rocm"], "--platform=rocm: not one of cuda, tpu"),
+    ([], "--platform is required (one of cuda, tpu): the config names no mesh.target"),
+    (["--platform=cuda", "--topology=a100"], "--topology=a100: not a GPU this command knows (choices: h100, h200)"),
+    (["--platform=cuda", "--config.model.attention=cudnn"], "model.attention='cudnn' needs model.dtype='bfloat16'"),
+    (["--platform=tpu"], "--topology is required for --platform=tpu"),
+])
+def test_bad_platform_topology_or_attention_is_one_line(capsys, argv, expected):
+    line = user_error(capsys, aot_cli, ["aot", "--config=configs/base.py", *argv])
+    assert expected in line
+
+
+def test_largest_tensors_and_attention_are_read_from_the_lowered_text():
+    text = ("%0 = stablehlo.dot_general ... -> tensor<8x2x32x32xf32>\n%1 = ... tensor<8x2x32x32xf32>\n"
+            "%2 = ... tensor<8x32x64xbf16>\n%3 = ... tensor<4xi32>\n")
+    assert aot.largest_tensors(text, top=2) == [(8 * 2 * 32 * 32 * 4, "f32[8,2,32,32]", 2), (8 * 32 * 64 * 2, "bf16[8,32,64]", 1)]
+
+
+def test_the_xla_path_lowered_for_cuda_holds_float32_scores_and_says_so():
+    config = cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla"])
+    step = aot.cuda_step(config, 32)
+    text = step.jitted.trace(*step.args).lower(lowering_platforms=("cuda",)).as_text()
+    assert "float32 [B, H, L, L] scores at B = 4" in aot.attention_line(step.model, text, 32)  # 2 micro-batches of 4
+
+
+@pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="jax's CUDA plugin is not installed here (pip install -e '.[cuda12]'): "
+                    "the CUDA compile for an H100 is not checked")
+def test_cuda_report_lowers_every_length_with_cudnn_and_compiles_for_an_h100(capsys, tmp_path):
+    argv = ["aot", "--config=configs/base_hybrid.py", "--platform=cuda", "--config.model.dtype=bfloat16", *TINY,
+            "--config.train.seq_len_curriculum=((0.0, 16), (0.5, 32))", f"--dump={tmp_path}"]
+    assert aot_cli.main(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("aot: cuda, one NVIDIA H100 80GB HBM3")
+    for length in (16, 32):
+        lowered = next(line for line in out if line.startswith(f"rows of {length}: lowered"))
+        assert "attention cudnn" in lowered and "no float32 [B, H, L, L] scores" in lowered
+        assert (tmp_path / f"train_step_{length}.cuda.stablehlo.mlir").read_text().count("__cudnn$fmha") >= 2
+        assert any(line.startswith(f"rows of {length}: compiled") and "temporaries" in line for line in out)
+    assert out[-1].startswith("aot: fits=yes peak_gb=") and out[-1].endswith("hbm_gb=74.51")
+
+
+@pytest.mark.skipif(not HAS_LIBTPU, reason="libtpu is not installed here (pip install -e '.[tpu]'): the TPU "
+                    "topology compile is not checked")
+def test_tpu_report_compiles_for_a_topology_and_says_whether_it_fits(capsys):
+    assert aot_cli.main(["aot", "--config=configs/base.py", "--platform=tpu", "--topology=v5e:2x2", *TINY])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("aot: tpu v5e:2x2: 4 x TPU v5 lite (16.00 GiB HBM each)")
+    assert "per chip" in out[1] and "collectives: all-reduce" in out[1] and out[-1].startswith("aot: fits=yes")
+    too_big = ["--config.model.vocab_size=2000000", "--config.model.d_model=1024"]  # 24 GB of f32 state and moments
+    assert not aot_cli.main(["aot", "--config=configs/base.py", "--platform=tpu", "--topology=v5e:2x2", *TINY, *too_big])
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith("over by ") and out[-1].startswith("aot: fits=no")
+    assert "--topology=v9x:1x1" in user_error(capsys, aot_cli, ["aot", "--config=configs/base.py", "--platform=tpu",
+                                                                 "--topology=v9x:1x1"])
