@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from babylm_jax.config.typed import Rule
+from babylm_jax.config.typed import Rule, at_least
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
@@ -48,22 +48,16 @@ class TrainConfig:
     allow_schedule_change: bool
 
     def rules(self) -> list[Rule]:
+        shares = ("decay_share", "hybrid_causal_share")
+        rates = ("ema_decay", "mask_rate", "mask_rate_final")
         return [
-            ("num_steps", self.num_steps >= 1, "must be >= 1"),
-            ("batch_size", self.batch_size >= 1, "must be positive"),
-            ("seq_len", self.seq_len >= 2, "must be >= 2"),
+            *at_least(self, num_steps=1, batch_size=1, seq_len=2, warmup_steps=0, grad_accum_steps=1,
+                      log_every_steps=1, eval_every_steps=1),
             ("learning_rate", self.learning_rate > 0, "must be > 0"),
-            ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
             ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
             ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
-            ("decay_share", 0 <= self.decay_share <= 1, "must be in [0, 1]"),
-            ("grad_accum_steps", self.grad_accum_steps >= 1, "must be >= 1"),
-            ("log_every_steps", self.log_every_steps >= 1, "must be >= 1"),
-            ("eval_every_steps", self.eval_every_steps >= 1, "must be >= 1"),
-            ("ema_decay", 0 <= self.ema_decay < 1, "must be in [0, 1)"),
-            ("mask_rate", 0 <= self.mask_rate < 1, "must be in [0, 1)"),
-            ("mask_rate_final", 0 <= self.mask_rate_final < 1, "must be in [0, 1)"),
-            ("hybrid_causal_share", 0 <= self.hybrid_causal_share <= 1, "must be in [0, 1]"),
+            *((key, 0 <= getattr(self, key) <= 1, "must be in [0, 1]") for key in shares),
+            *((key, 0 <= getattr(self, key) < 1, "must be in [0, 1)") for key in rates),
             ("seq_len_curriculum", all(0 <= share < 1 and length >= 2 for share, length in self.seq_len_curriculum),
              "must be ((start_share in [0, 1), seq_len >= 2), ...)"),
         ]
@@ -79,9 +73,7 @@ class CheckpointConfig:
     milestone_unit: int  # words per unit (BabyLM: 1M)
 
     def rules(self) -> list[Rule]:
-        return [("every_steps", self.every_steps >= 1, "must be >= 1"),
-                ("max_to_keep", self.max_to_keep >= 1, "must be >= 1"),
-                ("milestone_unit", self.milestone_unit >= 1, "must be >= 1")]
+        return at_least(self, every_steps=1, max_to_keep=1, milestone_unit=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +84,7 @@ class MeshConfig:
     fsdp: int  # devices per FSDP group
 
     def rules(self) -> list[Rule]:
-        return [("num_devices", self.num_devices >= 0, "must be >= 0 (0 = all)"),
-                ("fsdp", self.fsdp >= 1, "must be >= 1")]
+        return at_least(self, num_devices=0, fsdp=1)
 
 
 @dataclasses.dataclass(frozen=True)
