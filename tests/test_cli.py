@@ -45,7 +45,7 @@ def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     (["--config.mesh.num_devices=8", "--config.train.batch_size=12"],
      "train.batch_size=12 must be a multiple of the 8 data-parallel devices"),
     (["--config.mesh.num_devices=16"], "mesh.num_devices=16: 8 device(s) are present"),
-    (["--config.train.batch_size=0"], "train.batch_size=0: must be positive"),
+    (["--config.train.batch_size=0"], "train.batch_size=0: must be >= 1"),
 ])
 def test_impossible_batch_or_mesh_is_refused_before_any_data_work(capsys, tmp_path, overrides, expected):
     line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}",

@@ -46,6 +46,7 @@ import pytest
 from conftest import tiny_config
 from fixtures.cli import user_error
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
 from babylm_jax.core import atomic
 from babylm_jax.corpus import tokenizer as tokenizer_lib
@@ -265,14 +266,14 @@ def _truncate(path):
 ])
 def test_a_changed_cache_is_rebuilt_never_used(where, damage, tiny_corpus_dir, tmp_path, caplog):
     config = tiny_config(tiny_corpus_dir)
-    first = prepare_corpus(config, tmp_path)
+    first = prepare_corpus(RunConfig.from_config(config), tmp_path)
     tokens = np.array(first.tokens.tokens)
     [path] = first.corpus.root.glob(where)
     damage(path)
-    again = prepare_corpus(config, tmp_path)
+    again = prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert str(path) in caplog.text and "damaged" in caplog.text
     np.testing.assert_array_equal(again.tokens.tokens, tokens)
-    assert prepare_corpus(config, tmp_path).budget_report == first.budget_report
+    assert prepare_corpus(RunConfig.from_config(config), tmp_path).budget_report == first.budget_report
 
 
 def _pairs_file(tmp_path, rows):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import pipeline
 from babylm_jax.training import checkpoint, run, trainer
 from babylm_jax.training.state import build_model
@@ -58,7 +59,7 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         assert ema.used_ema and not raw.used_ema
         diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
         assert max(jax.tree.leaves(diff)) > 1e-4
-        data = pipeline.build_train_data(config, str(tmp_path))
+        data = pipeline.build_train_data(RunConfig.from_config(config), str(tmp_path))
         masking = run.make_masking(config, data.tokenizer)
         eval_step = jax.jit(trainer.make_eval_step(config, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
