@@ -23,6 +23,7 @@ import tensorstore as ts
 from absl import logging
 
 from babylm_jax.core import rundir
+from babylm_jax.core.rundir import checkpoint_steps
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus.tokenizer import load_tokenizer
@@ -331,18 +332,6 @@ class Checkpointer:
     def close(self) -> None:
         self.rolling.close()
         self.milestones.close()
-
-
-def checkpoint_steps(workdir: str) -> dict[int, str]:
-    """step -> the directory (rolling or milestone) holding it."""
-    found: dict[int, str] = {}
-    for sub in (rundir.MILESTONES, rundir.CHECKPOINTS):
-        root = os.path.join(workdir, sub)
-        if os.path.isdir(root):
-            for name in os.listdir(root):
-                if name.isdigit() and os.path.isdir(os.path.join(root, name)):
-                    found[int(name)] = root
-    return found
 
 
 def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
