@@ -74,7 +74,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    from babylm_jax.training.checkpoint import load_for_eval  # the heavy import, after the cheap checks
+    from babylm_jax.training.loading import load_for_eval  # the heavy import, after the cheap checks
 
     evaluation = session.Evaluation(workdir, data_dir, specs, skipped, settings, {
         "config": COMMAND.flags["config"].config_filename,

@@ -43,7 +43,7 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
            layer: int | None = None, overwrite: bool = False) -> pathlib.Path:
     """Loads the checkpoint and writes the export; errors name the file or flag at fault."""
     from babylm_jax.hf import writer
-    from babylm_jax.training.checkpoint import load_for_eval
+    from babylm_jax.training.loading import load_for_eval
 
     writer.check_output_dir(output, overwrite)  # fail before the slow load
     if not workdir.is_dir():

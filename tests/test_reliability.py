@@ -53,6 +53,7 @@ from babylm_jax.corpus import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.training import checkpoint, trainer
+from babylm_jax.training.run_config import load_config
 from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
 
@@ -149,7 +150,7 @@ def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_cor
     config.train.update(warmup_steps=3, num_steps=10, allow_schedule_change=True)
     summary = trainer.train_and_evaluate(config, str(workdir))
     assert summary["steps"] == 10
-    assert checkpoint.load_config(str(workdir)).train.num_steps == 10
+    assert load_config(str(workdir)).train.num_steps == 10
 
 
 def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):

@@ -29,6 +29,7 @@ TOKENIZER = "tokenizer"  # the tokenizer the run trains with
 DATA = "data"  # the corpus and token caches
 CHECKPOINTS = "checkpoints"
 MILESTONES = "milestones"  # word-milestone checkpoints
+CORRUPT = "checkpoints_corrupt"  # damaged checkpoints, moved aside at resume
 RESULTS = "results.json"  # evaluate's official-shape results
 EVAL_RESULTS = f"eval/{RESULTS}"  # evaluate's default --output under the workdir
 

@@ -20,7 +20,8 @@ from babylm_jax.model import objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
-from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
+from babylm_jax.training.checkpoint import Checkpointer
+from babylm_jax.training.run_config import check_config, write_config
 from babylm_jax.training.state import TrainState, sharded_init
 
 
