@@ -56,7 +56,7 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
 def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_ema: bool | None,
             layer: int | None, overwrite: bool) -> pathlib.Path:
     from babylm_jax.hf import writer
-    from babylm_jax.training.checkpoint import load_for_eval
+    from babylm_jax.training.loading import load_for_eval
 
     loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema)
     provenance = {

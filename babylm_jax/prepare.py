@@ -51,7 +51,8 @@ def main(argv: Sequence[str]) -> None:
 
 def prepare_and_report(config, workdir: pathlib.Path) -> None:
     """Prepares the corpus, tokenizer and token cache, and prints the reports."""
-    data_config = RunConfig.from_config(config).data  # every key of the run's config, before any work
+    run = RunConfig.from_config(config)  # every key of the run's config, before any work
+    data_config = run.data
     data_dir = _DATA_DIR.value or data_config.leakage.data_dir
     if data_dir and not pathlib.Path(data_dir).is_dir():
         option = "--data_dir" if _DATA_DIR.value else "config key data.leakage.data_dir"
@@ -59,7 +60,7 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     # The evaluation items are read (and a bad file named) before the corpus pass, not after it.
     detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
                                                                data_config.normalize)
-    prepared = prepare_corpus(config, workdir)
+    prepared = prepare_corpus(run, workdir)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "
           f"of {report['word_budget']:,}{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}"

@@ -25,6 +25,7 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus.prepare import prepare_corpus
@@ -85,7 +86,7 @@ class KneserNey:
 
 def corpus_lines(config_file: str, workdir: str) -> list[str]:
     """The lines of the corpus `config_file` trains on (prepared, and cached, in `workdir`)."""
-    prepared = prepare_corpus(load_config_file(pathlib.Path(config_file)), workdir)
+    prepared = prepare_corpus(RunConfig.from_config(load_config_file(pathlib.Path(config_file))), workdir)
     return [line for text in prepared.corpus.iter_texts() for line in text.split("\n") if line]
 
 

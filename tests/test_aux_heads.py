@@ -16,7 +16,7 @@ from babylm_jax import train  # noqa: E402
 from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
 from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
-from babylm_jax.training import checkpoint, trainer  # noqa: E402
+from babylm_jax.training import loading, trainer  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 
 PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时"]
@@ -115,7 +115,7 @@ def test_a_run_with_heads_logs_them_and_exports_without_them(tiny_corpus_dir, tm
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if "loss" in r]
     assert logged and all(0 <= r["aux_syllable_acc"] <= 1 and r["aux_tone_loss"] > 0 for r in logged)
-    loaded = checkpoint.load_for_eval(str(tmp_path / "run"))
+    loaded = loading.load_for_eval(str(tmp_path / "run"))
     assert set(loaded.params) == {"params"}  # evaluation and export never see the heads
 
 

@@ -47,7 +47,7 @@ def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     (["--config.mesh.num_devices=8", "--config.train.batch_size=12"],
      "train.batch_size=12 must be a multiple of the 8 data-parallel devices"),
     (["--config.mesh.num_devices=16"], "mesh.num_devices=16: 8 device(s) are present"),
-    (["--config.train.batch_size=0"], "train.batch_size=0: must be positive"),
+    (["--config.train.batch_size=0"], "train.batch_size=0: must be >= 1"),
     (["--config.model.attention=flash"], "model.attention: 'flash' is not one of auto, xla, cudnn, splash, reference"),
     (["--config.model.attention=cudnn", "--config.model.dtype=bfloat16"],
      "model.attention='cudnn' needs a CUDA GPU, and this run's platform is cpu"),

@@ -3,6 +3,7 @@ import pathlib
 
 import pytest
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus import cache_keys
 from babylm_jax.corpus import prepare
@@ -78,7 +79,7 @@ def test_prepare_refuses_before_counting(tmp_path, monkeypatch, key, value, mess
 
     monkeypatch.setattr(prepare, "count_corpus", count_corpus)
     with pytest.raises(ValueError, match=message):
-        prepare.prepare_corpus(config, tmp_path / "w")
+        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
     assert not (tmp_path / "w").exists()
 
 

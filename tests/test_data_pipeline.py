@@ -5,6 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import budget
 from babylm_jax.corpus import sources as corpus
 from babylm_jax.corpus import packing
@@ -24,7 +25,7 @@ def corpus_dir(tmp_path_factory):
 def prepared(corpus_dir, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("work")
     config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", whole_word_masking=True)
-    return config, workdir, pipeline.build_train_data(config, workdir)
+    return config, workdir, pipeline.build_train_data(RunConfig.from_config(config), workdir)
 
 
 def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
@@ -69,19 +70,19 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
 def test_over_budget_refused(corpus_dir, tmp_path):
     config = synthetic.tiny_config(corpus_dir, word_budget=100)
     with pytest.raises(budget.BudgetError, match="over data.word_budget=100"):
-        prepare.prepare_corpus(config, tmp_path)
+        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["over_budget"]
     config.data.allow_over_budget = True
-    prepare.prepare_corpus(config, tmp_path)
+    prepare.prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["allowed_over_budget"]
 
 
 def test_missing_and_empty_corpus(tmp_path):
     with pytest.raises(corpus.CorpusError, match="does not exist"):
-        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "nope"), tmp_path / "w")
+        pipeline.build_train_data(RunConfig.from_config(synthetic.tiny_config(tmp_path / "nope")), tmp_path / "w")
     (tmp_path / "blank.txt").write_text("  \n\n", encoding="utf-8")
     with pytest.raises(corpus.CorpusError, match="Empty corpus"):
-        pipeline.build_train_data(synthetic.tiny_config(tmp_path / "blank.txt", txt_documents="line"), tmp_path / "w")
+        pipeline.build_train_data(RunConfig.from_config(synthetic.tiny_config(tmp_path / "blank.txt", txt_documents="line")), tmp_path / "w")
     assert not list((tmp_path / "w" / "data").glob("*/index.json"))
 
 
@@ -108,7 +109,7 @@ def _check_rows(batch, docs, seq_len):
 
 def test_batches_pack_documents_without_mixing(prepared):
     config, _, data = prepared
-    prep = prepare.prepare_corpus(config, prepared[1])
+    prep = prepare.prepare_corpus(RunConfig.from_config(config), prepared[1])
     docs = _documents_of(prep.tokens)
     batch, batch_size = next(data.train_iterator), config.train.batch_size
     assert batch["tokens"].shape == (batch_size, 32) and batch["tokens"].dtype == np.int32
@@ -129,7 +130,7 @@ def test_batches_pack_documents_without_mixing(prepared):
 @pytest.mark.parametrize("kind", ["concat", "first_fit"])
 def test_layout_covers_documents_and_words(prepared, kind):
     config, workdir, _ = prepared
-    tokens = prepare.prepare_corpus(config, workdir).tokens
+    tokens = prepare.prepare_corpus(RunConfig.from_config(config), workdir).tokens
     doc_ids = np.arange(tokens.num_documents)
     layout = packing.make_layout(tokens, doc_ids, 32, kind, keep_partial=True)
     builder = packing.BatchBuilder(tokens, layout, whole_word_masking=False)
@@ -144,7 +145,7 @@ def test_layout_covers_documents_and_words(prepared, kind):
 
 def test_word_starts_match_jieba(prepared):
     config, workdir, data = prepared
-    prep = prepare.prepare_corpus(config, workdir)
+    prep = prepare.prepare_corpus(RunConfig.from_config(config), workdir)
     text = next(prep.corpus.iter_texts())
     ids, offsets = prep.tokenizer.encode_with_offsets(text)
     word_begins = set(np.flatnonzero(words.word_start_mask(words.jieba_words(text))).tolist())
@@ -156,8 +157,8 @@ def test_word_starts_match_jieba(prepared):
 
 def test_processes_split_the_global_batch_and_state_resumes(prepared):
     config, workdir, data = prepared
-    whole = pipeline.build_train_data(config, workdir)
-    parts = [pipeline.build_train_data(config, workdir, process_index=p, process_count=2) for p in range(2)]
+    whole = pipeline.build_train_data(RunConfig.from_config(config), workdir)
+    parts = [pipeline.build_train_data(RunConfig.from_config(config), workdir, process_index=p, process_count=2) for p in range(2)]
     for _ in range(3):
         full = next(whole.train_iterator)
         split = [next(p.train_iterator) for p in parts]
@@ -165,18 +166,18 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
             np.testing.assert_array_equal(np.concatenate([s[key] for s in split]), full[key])
     state = whole.train_iterator.get_state()
     expected = [next(whole.train_iterator)["tokens"] for _ in range(2)]
-    fresh = pipeline.build_train_data(config, workdir)
+    fresh = pipeline.build_train_data(RunConfig.from_config(config), workdir)
     fresh.train_iterator.set_state(state)
     for tokens in expected:
         np.testing.assert_array_equal(next(fresh.train_iterator)["tokens"], tokens)
     with pytest.raises(ValueError, match="not divisible"):
-        pipeline.build_train_data(config, workdir, process_index=0, process_count=3)
+        pipeline.build_train_data(RunConfig.from_config(config), workdir, process_index=0, process_count=3)
 
 
 def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
     config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", shard_chars=800)
     config.data.num_workers = 2  # the worker-pool path, once
-    reference = prepare.prepare_corpus(config, tmp_path / "ref")
+    reference = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "ref")
     # Interrupt the tokenisation after two shards.
     calls = {"n": 0}
     real = token_cache.tokenize_shard
@@ -190,7 +191,7 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
     config.data.num_workers = 1
     monkeypatch.setattr(token_cache, "tokenize_shard", flaky)
     with pytest.raises(KeyboardInterrupt):
-        prepare.prepare_corpus(config, tmp_path / "resumed")
+        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
     monkeypatch.setattr(token_cache, "tokenize_shard", real)
     # Also lose a counted shard, as if the count had been interrupted.
     corpus_root = next((tmp_path / "resumed" / "data").glob("corpus-*"))
@@ -198,7 +199,7 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
     shutil.rmtree(corpus_root / "shards" / "00001")
     done_before = len(list(corpus_root.glob("tokens-*.shards/*")))
     assert done_before == 2
-    resumed = prepare.prepare_corpus(config, tmp_path / "resumed")
+    resumed = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
     for name in ("tokens", "doc_offsets", "doc_words", "word_starts"):
         np.testing.assert_array_equal(getattr(resumed.tokens, name), getattr(reference.tokens, name))
     assert resumed.budget_report["words"] == reference.budget_report["words"]

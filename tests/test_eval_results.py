@@ -8,7 +8,7 @@ import pytest
 from babylm_jax import evaluate
 from babylm_jax.eval import minimal_pairs, results, scoring
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training.checkpoint import load_for_eval
+from babylm_jax.training.loading import load_for_eval
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"

@@ -46,12 +46,14 @@ import pytest
 from conftest import tiny_config
 from fixtures.cli import user_error
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
 from babylm_jax.core import atomic
 from babylm_jax.corpus import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.training import checkpoint, trainer
+from babylm_jax.training.run_config import load_config
 from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
 
@@ -148,7 +150,7 @@ def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_cor
     config.train.update(warmup_steps=3, num_steps=10, allow_schedule_change=True)
     summary = trainer.train_and_evaluate(config, str(workdir))
     assert summary["steps"] == 10
-    assert checkpoint.load_config(str(workdir)).train.num_steps == 10
+    assert load_config(str(workdir)).train.num_steps == 10
 
 
 def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):
@@ -265,14 +267,14 @@ def _truncate(path):
 ])
 def test_a_changed_cache_is_rebuilt_never_used(where, damage, tiny_corpus_dir, tmp_path, caplog):
     config = tiny_config(tiny_corpus_dir)
-    first = prepare_corpus(config, tmp_path)
+    first = prepare_corpus(RunConfig.from_config(config), tmp_path)
     tokens = np.array(first.tokens.tokens)
     [path] = first.corpus.root.glob(where)
     damage(path)
-    again = prepare_corpus(config, tmp_path)
+    again = prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert str(path) in caplog.text and "damaged" in caplog.text
     np.testing.assert_array_equal(again.tokens.tokens, tokens)
-    assert prepare_corpus(config, tmp_path).budget_report == first.budget_report
+    assert prepare_corpus(RunConfig.from_config(config), tmp_path).budget_report == first.budget_report
 
 
 def _pairs_file(tmp_path, rows):

@@ -8,7 +8,7 @@ from fixtures.data import synthetic
 
 from babylm_jax import evaluate
 from babylm_jax.eval import minimal_pairs
-from babylm_jax.training import checkpoint, task_curves, trainer
+from babylm_jax.training import checkpoint, loading, task_curves, trainer
 
 
 def _pair(uid: str, i: int) -> minimal_pairs.Pair:
@@ -53,7 +53,7 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
     assert all(0.0 <= r["task/zhoblimp"] <= 1.0 and r["words_seen"] > 0 for r in scored)
 
     # The logged score is the score of the checkpoint's parameters on the same sample.
-    loaded = checkpoint.load_for_eval(str(workdir))
+    loaded = loading.load_for_eval(str(workdir))
     curves = task_curves.TaskCurves.from_config(config, loaded.tokenizer, loaded.model, loaded.params)
     assert len(curves.samples["zhoblimp"].pairs) == 12  # 4 of each paradigm's 8
     assert curves.score(loaded.params) == pytest.approx({"zhoblimp": scored[-1]["task/zhoblimp"]})

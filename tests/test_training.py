@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import pipeline
-from babylm_jax.training import checkpoint, run, trainer
+from babylm_jax.training import checkpoint, loading, run, run_config, trainer
 from babylm_jax.training.state import build_model
 
 
@@ -49,16 +50,16 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         words = {s: r["words_seen"] for s, r in train.items()}
         expected = [s for s in sorted(words) if int(words[s] // 500) > int(words.get(s - 1, 0) // 500)]
         assert milestones == expected and len(expected) >= 5
-        loaded = checkpoint.load_for_eval(str(tmp_path), step=milestones[0])
+        loaded = loading.load_for_eval(str(tmp_path), step=milestones[0])
         assert loaded.step == milestones[0] and loaded.words_seen == pytest.approx(words[milestones[0]])
 
     if family == "hybrid":  # EMA params differ from the raw ones and are what eval uses
-        ema = checkpoint.load_for_eval(str(tmp_path))
-        raw = checkpoint.load_for_eval(str(tmp_path), use_ema=False)
+        ema = loading.load_for_eval(str(tmp_path))
+        raw = loading.load_for_eval(str(tmp_path), use_ema=False)
         assert ema.used_ema and not raw.used_ema
         diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
         assert max(jax.tree.leaves(diff)) > 1e-4
-        data = pipeline.build_train_data(config, str(tmp_path))
+        data = pipeline.build_train_data(RunConfig.from_config(config), str(tmp_path))
         masking = run.make_masking(config, data.tokenizer)
         eval_step = jax.jit(trainer.make_eval_step(config, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
@@ -214,11 +215,11 @@ def test_unknown_override_on_the_command_line_is_refused(tmp_path):
 def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp_path):
     """A run that failed before its first checkpoint (say, a wrong corpus path) can be fixed and rerun."""
     config = tiny_config(tiny_corpus_dir)
-    checkpoint.write_config(str(tmp_path), config)
+    run_config.write_config(str(tmp_path), config)
     config.model.d_model = 64
-    checkpoint.check_config(str(tmp_path), config)
-    checkpoint.write_config(str(tmp_path), config)
-    assert checkpoint.load_config(str(tmp_path)).model.d_model == 64
+    run_config.check_config(str(tmp_path), config)
+    run_config.write_config(str(tmp_path), config)
+    assert run_config.load_config(str(tmp_path)).model.d_model == 64
 
 
 def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):

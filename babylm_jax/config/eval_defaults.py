@@ -31,60 +31,71 @@ def get_config() -> ml_collections.ConfigDict:
     config.scoring.within_word_l2r = False  # PLL variant of Kauf & Ivanova (2023); mlm/hybrid only
 
     # Fine-tuning (afqmc, ocnli, tnews, cluewsc2020, c3, diagnostic_nli): the official protocol.
-    config.finetune = ml_collections.ConfigDict()
-    config.finetune.learning_rate = 3e-5  # AdamW (b2 0.999, eps 1e-8)
-    config.finetune.batch_size = 32
-    config.finetune.epochs = 10
-    config.finetune.max_len = 128  # tokens per input row, special tokens included
-    config.finetune.warmup_ratio = 0.06  # linear warmup share of the steps, then cosine to 0
-    config.finetune.weight_decay = 0.01  # matmul kernels only
-    config.finetune.max_grad_norm = 1.0  # Hugging Face Trainer's default clipping
-    config.finetune.head_dropout = 0.1
-    config.finetune.seed = 42
-    config.finetune.length_buckets = (32, 64, 128)  # padded row lengths (one compile each); max_len is one
-    config.finetune.progress = True  # a progress bar per task
-    config.finetune.tasks = ml_collections.ConfigDict()
+    config.finetune = _finetune()
+
+    # fMRI (word_fmri, fmri): ridge encoding models on hidden states; see babylm_jax/eval/fmri.py.
+    config.fmri = _fmri()
+    return config
+
+
+def _finetune() -> ml_collections.ConfigDict:
+    """`finetune.*`: the official protocol for every task, with per-task overrides."""
+    finetune = ml_collections.ConfigDict()
+    finetune.learning_rate = 3e-5  # AdamW (b2 0.999, eps 1e-8)
+    finetune.batch_size = 32
+    finetune.epochs = 10
+    finetune.max_len = 128  # tokens per input row, special tokens included
+    finetune.warmup_ratio = 0.06  # linear warmup share of the steps, then cosine to 0
+    finetune.weight_decay = 0.01  # matmul kernels only
+    finetune.max_grad_norm = 1.0  # Hugging Face Trainer's default clipping
+    finetune.head_dropout = 0.1
+    finetune.seed = 42
+    finetune.length_buckets = (32, 64, 128)  # padded row lengths (one compile each); max_len is one
+    finetune.progress = True  # a progress bar per task
+    finetune.tasks = ml_collections.ConfigDict()
     for task in task_names("finetune"):
-        config.finetune.tasks[task] = ml_collections.ConfigDict(
-            {key: placeholder(type(value)) for key, value in config.finetune.items() if key != "tasks"})
-    config.finetune.tasks.cluewsc2020.epochs = 30
+        finetune.tasks[task] = ml_collections.ConfigDict(
+            {key: placeholder(type(value)) for key, value in finetune.items() if key != "tasks"})
+    finetune.tasks.cluewsc2020.epochs = 30
     # A protocol by name, "official" (the values above) or "eval_finetuning_sh" (the older script: batch
     # 64, 5 epochs, cluewsc2020 5, length 512), or the path of an official pipeline config.yaml: its
     # finetune_hparams and task_overrides then set each task's learning_rate, batch_size, epochs,
     # max_len and seed (over the keys above). "" = the keys above. The config.yaml that reproduces
     # the settings used is written beside results.json either way.
-    config.finetune.protocol = ""
+    finetune.protocol = ""
+    return finetune
 
-    # fMRI (word_fmri, fmri): ridge encoding models on hidden states; see babylm_jax/eval/fmri.py.
-    config.fmri = ml_collections.ConfigDict()
-    config.fmri.layer = -1  # hidden state reported in results.json (0 = embeddings, -1 = the last)
-    config.fmri.word_fmri = ml_collections.ConfigDict()
-    config.fmri.word_fmri.alpha_logspace = (-4.0, 4.0, 10)  # np.logspace(low, high, count) alphas
-    config.fmri.word_fmri.fit_intercept = True
-    config.fmri.word_fmri.alpha_per_voxel = False  # not official
-    config.fmri.word_fmri.top_fraction = 0.1  # subject score: mean of the top 10% word correlations
-    config.fmri.word_fmri.standardize_rows = False  # the legacy no-split mode standardised rows
-    config.fmri.word_fmri.layers = "all"  # layer sweep: "all" or comma-separated indices, e.g. "0,2,-1"
-    config.fmri.word_fmri.ridge_form = "auto"
-    config.fmri.word_fmri.voxel_chunk = 2048
-    config.fmri.fmri = ml_collections.ConfigDict()
-    config.fmri.fmri.alpha_logspace = (-3.0, 3.0, 10)
-    config.fmri.fmri.penalty_power = 2.0  # ridge penalty = alpha ** penalty_power (official: alpha^2)
-    config.fmri.fmri.fit_intercept = False
-    config.fmri.fmri.alpha_per_voxel = False  # not official
-    config.fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.cogbench.ROIS
-    config.fmri.fmri.context = "sentence"  # story words in context of their "sentence" (line) or whole "story"
-    config.fmri.fmri.tr = 0.71  # seconds per TR
-    config.fmri.fmri.oversampling = 71  # HRF samples per TR (oversampling / tr = grid_hz)
-    config.fmri.fmri.grid_hz = 100  # word-onset grid
-    config.fmri.fmri.skip_trs = 19  # TRs dropped at the start of each story
-    config.fmri.fmri.hrf_length_s = 32.0
-    config.fmri.fmri.include_last_word = False  # officially the grid ends one frame early
-    config.fmri.fmri.feature_zscore = "matrix"  # "matrix" (official) or "column"
-    config.fmri.fmri.layers = "all"
-    config.fmri.fmri.ridge_form = "svd"  # the official thin SVD; "primal"/"dual" are faster on CPU
-    config.fmri.fmri.rcond = 0.0  # drop components below rcond x the largest (official: 0, s <= 1e-10)
-    config.fmri.fmri.correlation_ddof = 1  # the official torch.std z-scores; 0 = plain Pearson r
-    config.fmri.fmri.voxel_chunk = 2048
 
-    return config
+def _fmri() -> ml_collections.ConfigDict:
+    """`fmri.*`: the reported layer, and the ridge and HRF choices per fMRI task."""
+    fmri = ml_collections.ConfigDict()
+    fmri.layer = -1  # hidden state reported in results.json (0 = embeddings, -1 = the last)
+    fmri.word_fmri = ml_collections.ConfigDict()
+    fmri.word_fmri.alpha_logspace = (-4.0, 4.0, 10)  # np.logspace(low, high, count) alphas
+    fmri.word_fmri.fit_intercept = True
+    fmri.word_fmri.alpha_per_voxel = False  # not official
+    fmri.word_fmri.top_fraction = 0.1  # subject score: mean of the top 10% word correlations
+    fmri.word_fmri.standardize_rows = False  # the legacy no-split mode standardised rows
+    fmri.word_fmri.layers = "all"  # layer sweep: "all" or comma-separated indices, e.g. "0,2,-1"
+    fmri.word_fmri.ridge_form = "auto"
+    fmri.word_fmri.voxel_chunk = 2048
+    fmri.fmri = ml_collections.ConfigDict()
+    fmri.fmri.alpha_logspace = (-3.0, 3.0, 10)
+    fmri.fmri.penalty_power = 2.0  # ridge penalty = alpha ** penalty_power (official: alpha^2)
+    fmri.fmri.fit_intercept = False
+    fmri.fmri.alpha_per_voxel = False  # not official
+    fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.cogbench.ROIS
+    fmri.fmri.context = "sentence"  # story words in context of their "sentence" (line) or whole "story"
+    fmri.fmri.tr = 0.71  # seconds per TR
+    fmri.fmri.oversampling = 71  # HRF samples per TR (oversampling / tr = grid_hz)
+    fmri.fmri.grid_hz = 100  # word-onset grid
+    fmri.fmri.skip_trs = 19  # TRs dropped at the start of each story
+    fmri.fmri.hrf_length_s = 32.0
+    fmri.fmri.include_last_word = False  # officially the grid ends one frame early
+    fmri.fmri.feature_zscore = "matrix"  # "matrix" (official) or "column"
+    fmri.fmri.layers = "all"
+    fmri.fmri.ridge_form = "svd"  # the official thin SVD; "primal"/"dual" are faster on CPU
+    fmri.fmri.rcond = 0.0  # drop components below rcond x the largest (official: 0, s <= 1e-10)
+    fmri.fmri.correlation_ddof = 1  # the official torch.std z-scores; 0 = plain Pearson r
+    fmri.fmri.voxel_chunk = 2048
+    return fmri

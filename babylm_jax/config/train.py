@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from babylm_jax.config.typed import Rule
+from babylm_jax.config.typed import Rule, at_least
 from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
@@ -97,31 +97,21 @@ class TrainConfig:
     wandb: WandbConfig
 
     def rules(self) -> list[Rule]:
+        shares = ("decay_share", "hybrid_causal_share")
+        rates = ("ema_decay", "mask_rate", "mask_rate_final")
         return [
+            *at_least(self, num_steps=1, batch_size=1, seq_len=2, warmup_steps=0, grad_accum_steps=1,
+                      log_every_steps=1, eval_every_steps=1, eval_batches=1, weight_decay=0, z_loss=0, loss_chunk=0),
             ("writers", set(self.writers) <= set(WRITERS), f"must name writers of {WRITERS}"),
             ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
-            ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
             ("b1", 0 <= self.b1 < 1, "must be in [0, 1)"),
             ("b2", 0 <= self.b2 < 1, "must be in [0, 1)"),
             ("grad_clip", self.grad_clip > 0, "must be > 0"),
-            ("z_loss", self.z_loss >= 0, "must be >= 0"),
-            ("eval_batches", self.eval_batches >= 1, "must be >= 1"),
-            ("loss_chunk", self.loss_chunk >= 0, "must be >= 0 (0 = per backend)"),
-            ("num_steps", self.num_steps >= 1, "must be >= 1"),
-            ("batch_size", self.batch_size >= 1, "must be positive"),
-            ("seq_len", self.seq_len >= 2, "must be >= 2"),
             ("learning_rate", self.learning_rate > 0, "must be > 0"),
-            ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
             ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
             ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
-            ("decay_share", 0 <= self.decay_share <= 1, "must be in [0, 1]"),
-            ("grad_accum_steps", self.grad_accum_steps >= 1, "must be >= 1"),
-            ("log_every_steps", self.log_every_steps >= 1, "must be >= 1"),
-            ("eval_every_steps", self.eval_every_steps >= 1, "must be >= 1"),
-            ("ema_decay", 0 <= self.ema_decay < 1, "must be in [0, 1)"),
-            ("mask_rate", 0 <= self.mask_rate < 1, "must be in [0, 1)"),
-            ("mask_rate_final", 0 <= self.mask_rate_final < 1, "must be in [0, 1)"),
-            ("hybrid_causal_share", 0 <= self.hybrid_causal_share <= 1, "must be in [0, 1]"),
+            *((key, 0 <= getattr(self, key) <= 1, "must be in [0, 1]") for key in shares),
+            *((key, 0 <= getattr(self, key) < 1, "must be in [0, 1)") for key in rates),
             ("seq_len_curriculum", all(0 <= share < 1 and length >= 2 for share, length in self.seq_len_curriculum),
              "must be ((start_share in [0, 1), seq_len >= 2), ...)"),
         ]
@@ -137,9 +127,7 @@ class CheckpointConfig:
     milestone_unit: int  # words per unit (BabyLM: 1M)
 
     def rules(self) -> list[Rule]:
-        return [("every_steps", self.every_steps >= 1, "must be >= 1"),
-                ("max_to_keep", self.max_to_keep >= 1, "must be >= 1"),
-                ("milestone_unit", self.milestone_unit >= 1, "must be >= 1")]
+        return at_least(self, every_steps=1, max_to_keep=1, milestone_unit=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +140,7 @@ class MeshConfig:
     topology: str  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100")
 
     def rules(self) -> list[Rule]:
-        return [("num_devices", self.num_devices >= 0, "must be >= 0 (0 = all)"),
-                ("fsdp", self.fsdp >= 1, "must be >= 1"),
+        return [*at_least(self, num_devices=0, fsdp=1),
                 ("target", self.target in MESH_TARGETS, f"must be one of {MESH_TARGETS}")]
 
 

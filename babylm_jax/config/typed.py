@@ -46,6 +46,11 @@ def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None =
     return built
 
 
+def at_least(settings: Any, **lowest: float) -> list[Rule]:
+    """Rules "must be >= low" for each field=low."""
+    return [(key, getattr(settings, key) >= low, f"must be >= {low}") for key, low in lowest.items()]
+
+
 def typed(tp: Any, value: Any, key: str) -> Any:
     """`value` as type `tp` (the field's annotation); ValueError naming `key` when it is not one."""
     if dataclasses.is_dataclass(tp):

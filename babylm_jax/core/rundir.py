@@ -29,6 +29,7 @@ TOKENIZER = "tokenizer"  # the tokenizer the run trains with
 DATA = "data"  # the corpus and token caches
 CHECKPOINTS = "checkpoints"
 MILESTONES = "milestones"  # word-milestone checkpoints
+CORRUPT = "checkpoints_corrupt"  # damaged checkpoints, moved aside at resume
 RESULTS = "results.json"  # evaluate's official-shape results
 EVAL_RESULTS = f"eval/{RESULTS}"  # evaluate's default --output under the workdir
 METRICS = "metrics.jsonl"  # train and eval metrics, one JSON line per log step
@@ -129,3 +130,15 @@ def find_results(folder: str | os.PathLike) -> pathlib.Path | None:
         if (pathlib.Path(folder) / name).is_file():
             return pathlib.Path(folder) / name
     return None
+
+
+def checkpoint_steps(workdir: str) -> dict[int, str]:
+    """step -> the directory (milestones/ or checkpoints/) holding its checkpoint."""
+    found: dict[int, str] = {}
+    for sub in (MILESTONES, CHECKPOINTS):
+        root = os.path.join(workdir, sub)
+        if os.path.isdir(root):
+            for name in os.listdir(root):
+                if name.isdigit() and os.path.isdir(os.path.join(root, name)):
+                    found[int(name)] = root
+    return found

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from babylm_jax.config.train import AUX_HEADS
+from babylm_jax.config.train import AUX_HEADS, AuxHeadsSettings
 from babylm_jax.corpus import hanzi_lexicon
 
 FAMILIES = AUX_HEADS  # the heads, in order (config.train holds the enum)
@@ -84,14 +84,9 @@ def check_vocabulary(table: np.ndarray, families: Sequence[str]) -> None:
                 f"{family} label; set it to 0 or use a vocabulary with hanzi (data.tokenizer.kind=char)")
 
 
-def requested_families(train) -> list[str]:
-    """The families `train.aux_heads` gives a weight above 0 (none when the section is absent)."""
-    section = train.get("aux_heads") if train is not None else None
-    return [f for f in FAMILIES if section is not None and (section.get(f) or 0) > 0]
-
-
-def check_head_labels(config, tokenizer) -> None:
-    """Before tokenising: every head asked for has labels in this tokenizer's vocabulary."""
-    families = requested_families(config.get("train"))
+def check_head_labels(aux_heads: AuxHeadsSettings, tokenizer) -> None:
+    """Before tokenising: every head `train.aux_heads` gives a weight above 0 has labels in this
+    tokenizer's vocabulary."""
+    families = [f for f in FAMILIES if getattr(aux_heads, f) > 0]
     if families:
         check_vocabulary(label_table(tokenizer_pieces(tokenizer)), families)

@@ -1,6 +1,6 @@
 """Training data for the trainer: prepare when needed (prepare.py), then a grain iterator of packed batches.
 
-    data = build_train_data(config, workdir, process_index=p, process_count=P)
+    data = build_train_data(run, workdir, process_index=p, process_count=P)   # run: a RunConfig
     batch = next(data.train_iterator)   # numpy dict, this process's rows of the global batch
 
 Batches hold `tokens`, `segment_ids` (1.. per piece, 0 = padding), `positions` (restart at 0
@@ -21,7 +21,7 @@ import numpy as np
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.corpus import packing
-from babylm_jax.config.data import DataConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.corpus.token_cache import TokenCache
@@ -71,15 +71,16 @@ def _split_stats(tokens: TokenCache, corpus: CorpusCache, doc_ids: np.ndarray) -
     }
 
 
-def build_train_data(config, workdir: str | os.PathLike, *, process_index: int = 0, process_count: int = 1) -> TrainData:
+def build_train_data(run: RunConfig, workdir: str | os.PathLike, *, process_index: int = 0,
+                     process_count: int = 1) -> TrainData:
     """Prepares the corpus if needed and returns the tokenizer, train iterator and eval batches."""
-    batch_size, seq_len = int(config.train.batch_size), int(config.train.seq_len)
+    batch_size, seq_len = run.train.batch_size, run.train.seq_len
     if batch_size % process_count:
         raise ValueError(f"train.batch_size={batch_size} is not divisible by the {process_count} processes")
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index={process_index} not in [0, {process_count})")
-    data_config = DataConfig.from_config(config.data)
-    prepared = prepare_corpus(config, workdir)
+    data_config = run.data
+    prepared = prepare_corpus(run, workdir)
     tokens = prepared.tokens
     train_ids, eval_ids = split_documents(tokens.num_documents, data_config.eval_share)
     packing_kind, whole_word = data_config.packing, data_config.whole_word_masking
@@ -91,7 +92,7 @@ def build_train_data(config, workdir: str | os.PathLike, *, process_index: int =
     builder = packing.BatchBuilder(tokens, train_layout, whole_word)
     dataset = (
         grain.MapDataset.range(train_layout.num_rows)
-        .shuffle(seed=int(config.train.seed))
+        .shuffle(seed=run.train.seed)
         .repeat(None)
         .batch(batch_size)
         .map(_ProcessRows(builder, process_index, rows_per_process))

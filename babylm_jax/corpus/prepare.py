@@ -1,9 +1,9 @@
 """Preparing the training data: budget check, tokenizer, token cache; each step skipped when cached.
 
-    prepared = prepare_corpus(config, workdir)   # counts, trains/loads the tokenizer, tokenises
+    prepared = prepare_corpus(run, workdir)   # counts, trains/loads the tokenizer, tokenises
 
-`config` is the run's config: `data.*` (checked first, as a DataConfig), `model.vocab_size`
-and `model.family` (the documents' framing).
+`run` is the run's typed config (`config.schema.RunConfig`): its `data`, and of its `model`
+the vocabulary size and the family (the documents' framing).
 
 Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with)
 and the caches under `<workdir>/data/` (counting.py, token_cache.py).
@@ -21,6 +21,7 @@ from babylm_jax.corpus import budget
 from babylm_jax.corpus.hanzi_labels import check_head_labels
 from babylm_jax.corpus.cache_keys import token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache, count_corpus
 from babylm_jax.core.vocab import framing_for
 from babylm_jax.corpus.token_cache import TokenCache, tokenize_corpus
@@ -88,11 +89,14 @@ def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) ->
         (tmp / "fingerprint.txt").write_text(key)
 
 
-def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
-    """Budget check, tokenizer training and tokenisation; each step skipped when cached."""
+def prepare_corpus(run: RunConfig, workdir: str | os.PathLike) -> PreparedCorpus:
+    """Budget check, tokenizer training and tokenisation; each step skipped when cached.
+
+    Reads `run.data`, and of `run.model` the vocabulary size and the family (the documents' framing).
+    """
     workdir = pathlib.Path(workdir)
-    data_config = DataConfig.from_config(config.data)  # every data key checked before any file is read
-    vocab_size, framing = int(config.model.vocab_size), framing_for(config.model.family)
+    data_config = run.data
+    vocab_size, framing = run.model.vocab_size, framing_for(run.model.family)
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
     check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
@@ -105,7 +109,7 @@ def prepare_corpus(config, workdir: str | os.PathLike) -> PreparedCorpus:
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer.vocab_size > vocab_size:
         raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={vocab_size}")
-    check_head_labels(config, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
+    check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
     tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key)
     return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)

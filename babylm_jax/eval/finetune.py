@@ -255,9 +255,7 @@ def finetune(
 
     model = FinetuneModel(config, task.num_outputs, task.kind == "multiple_choice", options.head_dropout)
     key = jax.random.PRNGKey(options.seed)
-    head_params = ClassifierHead(task.num_outputs).init(jax.random.fold_in(key, 0), jnp.zeros((1, config.d_model)))
-    params = {"body": nn.meta.unbox(body_params)["params"], "head": head_params["params"]}
-    params = jax.tree.map(lambda x: jnp.array(x, jnp.float32), params)  # a copy: train_step donates it
+    params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
 
     steps_per_epoch = len(make_batches(train, options.batch_size, lengths, num_rows))
     num_steps = epochs * steps_per_epoch
@@ -275,34 +273,40 @@ def finetune(
             shuffle = np.random.default_rng([options.seed, epoch])
             losses = []
             for batch in make_batches(train, options.batch_size, lengths, num_rows, shuffle):
-                state, loss = train_step(
-                    model, settings, state, _device_batch(batch, rows_sharding),
-                    dropout_key, np.int32(step), learning_rates[step],
-                )
+                state, loss = train_step(model, settings, state, _device_batch(batch, rows_sharding),
+                                         dropout_key, np.int32(step), learning_rates[step])
                 losses.append(loss)
                 step += 1
                 bar.update()
-            predictions = [(predict_step(model, state[0], b), b["index"]) for b in dev_batches]
-            predicted = np.zeros(len(dev_labels), np.int64)
-            for done in tqdm(predictions, desc=f"{task.name} dev, epoch {epoch + 1}", unit="batch", leave=False,
-                             disable=not options.progress):  # all dispatched; counted as they finish
-                pred, index = jax.device_get(done)
-                predicted[index[index >= 0]] = pred[index >= 0]
+            predicted = _dev_predictions(model, state[0], dev_batches, len(dev_labels),
+                                         f"{task.name} dev, epoch {epoch + 1}", options.progress)
             accuracy = float(np.mean(predicted == dev_labels))
             train_loss.append(float(np.mean(jax.device_get(losses))))
             if not dev_accuracy or accuracy > max(dev_accuracy):
                 best_predictions = predicted
             dev_accuracy.append(accuracy)
             bar.set_postfix(epoch=epoch + 1, loss=f"{train_loss[-1]:.4f}", dev_acc=f"{accuracy:.4f}")
-    best_epoch = int(np.argmax(dev_accuracy)) + 1
-    return FinetuneOutcome(
-        dev_accuracy=dev_accuracy,
-        train_loss=train_loss,
-        best_epoch=best_epoch,
-        best_predictions=best_predictions,
-        num_truncated={"train": train.num_truncated, "dev": dev.num_truncated},
-        num_steps=num_steps,
-    )
+    return FinetuneOutcome(dev_accuracy=dev_accuracy, train_loss=train_loss, best_epoch=int(np.argmax(dev_accuracy)) + 1,
+                           best_predictions=best_predictions, num_steps=num_steps,
+                           num_truncated={"train": train.num_truncated, "dev": dev.num_truncated})
+
+
+def _initial_params(body_params: Params, num_outputs: int, d_model: int, key: jax.Array) -> Params:
+    """The pretrained body and a fresh head, as a float32 copy (train_step donates it)."""
+    head_params = ClassifierHead(num_outputs).init(key, jnp.zeros((1, d_model)))
+    params = {"body": nn.meta.unbox(body_params)["params"], "head": head_params["params"]}
+    return jax.tree.map(lambda x: jnp.array(x, jnp.float32), params)
+
+
+def _dev_predictions(model: nn.Module, params: Params, dev_batches: list, num_examples: int, desc: str,
+                     progress: bool) -> np.ndarray:
+    """The predicted class of every dev example: all batches dispatched, then fetched as they finish."""
+    predictions = [(predict_step(model, params, b), b["index"]) for b in dev_batches]
+    predicted = np.zeros(num_examples, np.int64)
+    for done in tqdm(predictions, desc=desc, unit="batch", leave=False, disable=not progress):
+        pred, index = jax.device_get(done)
+        predicted[index[index >= 0]] = pred[index >= 0]
+    return predicted
 
 
 def per_group_accuracy(examples: list[clue.Example], predictions: np.ndarray) -> dict[str, float]:

@@ -17,11 +17,11 @@ class BabyLMConfig(PretrainedConfig):
 
     def __init__(
         self,
-        vocab_size: int = 8000,
-        hidden_size: int = 256,
+        vocab_size: int = 6000,
+        hidden_size: int = 128,
         num_hidden_layers: int = 4,
         num_attention_heads: int = 4,
-        intermediate_size: int = 688,
+        intermediate_size: int = 384,
         max_position_embeddings: int = 512,
         family: str = "causal",
         mlp: str = "swiglu",
@@ -36,23 +36,12 @@ class BabyLMConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.max_position_embeddings = max_position_embeddings
-        self.family = family
-        self.mlp = mlp
-        self.norm = norm
-        self.norm_eps = norm_eps
-        self.rope_theta = rope_theta
-        self.output_layer = output_layer
-        self.initializer_range = initializer_range
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            tie_word_embeddings=tie_word_embeddings,
-            **kwargs,
-        )
+        settings = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
+                        num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
+                        max_position_embeddings=max_position_embeddings, family=family, mlp=mlp, norm=norm,
+                        norm_eps=norm_eps, rope_theta=rope_theta, output_layer=output_layer,
+                        initializer_range=initializer_range)
+        for name, value in settings.items():
+            setattr(self, name, value)
+        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
+                         tie_word_embeddings=tie_word_embeddings, **kwargs)

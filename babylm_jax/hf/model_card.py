@@ -25,6 +25,19 @@ def _results_table(results: Mapping[str, Mapping[str, float]]) -> list[str]:
     return lines
 
 
+def _data_rows(data: Mapping[str, Any], provenance: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The model card's "Training data" table: the corpus and how much of it the model saw."""
+    words = provenance.get("words_seen")
+    return [
+        ("corpus", data.get("corpus", "?")),
+        ("extra paths", ", ".join(map(str, data.get("paths", []))) or "none"),
+        ("words seen (jieba)", f"{words:,.0f}" if isinstance(words, (int, float)) else "?"),
+        ("tokens seen", f"{provenance.get('tokens_seen', 0):,}"),
+        ("checkpoint step", provenance.get("step", "?")),
+        ("EMA params", provenance.get("used_ema", "?")),
+    ]
+
+
 def model_card(
     run_config: Mapping[str, Any],
     hf_config: Mapping[str, Any],
@@ -37,7 +50,6 @@ def model_card(
     family = model.get("family", hf_config["babylm_jax"]["family"])
     remote = hf_config["model_type"] != "llama"
     trust = ", trust_remote_code=True" if remote else ""
-    words = provenance.get("words_seen")
     lines = [
         "---",
         "language: zh",
@@ -49,14 +61,7 @@ def model_card(
         "A model trained from scratch for the Chinese BabyLM Challenge (<= 102M words counted with jieba 0.42.1).",
         "",
         "## Training data",
-        *_table([
-            ("corpus", data.get("corpus", "?")),
-            ("extra paths", ", ".join(map(str, data.get("paths", []))) or "none"),
-            ("words seen (jieba)", f"{words:,.0f}" if isinstance(words, (int, float)) else "?"),
-            ("tokens seen", f"{provenance.get('tokens_seen', 0):,}"),
-            ("checkpoint step", provenance.get("step", "?")),
-            ("EMA params", provenance.get("used_ema", "?")),
-        ]),
+        *_table(_data_rows(data, provenance)),
         "",
         "## Model",
         *_table([

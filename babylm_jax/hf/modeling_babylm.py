@@ -222,15 +222,9 @@ class _BabyLMWithHead(BabyLMPreTrainedModel):
         self.head = BabyLMHeadTransform(config) if config.family != "causal" else None
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
+                return_dict: bool | None = None, **kwargs):
         hidden_states = self.model.encode(input_ids, attention_mask, position_ids, causal=self.causal)
         final = hidden_states[-1]
         if self.head is not None:

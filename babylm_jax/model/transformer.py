@@ -143,14 +143,10 @@ class Transformer(nn.Module):
         """Float32 logits [..., V] from final hidden states of any leading shape."""
         return self.embed.attend(self.head(hidden_XxD))
 
-    def __call__(
-        self,
-        tokens_BxL: jax.Array,
-        segment_ids_BxL: jax.Array | None = None,
-        positions_BxL: jax.Array | None = None,
-        causal: bool | jax.Array | None = None,
-        deterministic: bool = True,
-    ) -> jax.Array:
+    def __call__(self, tokens_BxL: jax.Array, segment_ids_BxL: jax.Array | None = None,
+                 positions_BxL: jax.Array | None = None, causal: bool | jax.Array | None = None,
+                 deterministic: bool = True) -> jax.Array:
+        """Float32 logits [B, L, V] (`encode`, then `project`)."""
         hidden_BxLxD, _ = self.encode(tokens_BxL, segment_ids_BxL, positions_BxL, causal, deterministic)
         return self.project(hidden_BxLxD)
 

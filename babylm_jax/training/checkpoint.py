@@ -8,7 +8,8 @@ Layout of a workdir:
     checkpoints_corrupt/<step>/ damaged checkpoints, moved aside at resume and kept for inspection
 Orbax writes each checkpoint to a temporary directory and renames it when complete. A run
 resumes from the newest checkpoint that reads back whole (`Checkpointer.restore_latest`);
-config.json is checked before (`check_config`) and written only after that restore.
+config.json is checked before (`run_config.check_config`) and written only after that restore.
+A trained model is loaded for evaluation and export by `loading.load_for_eval`.
 """
 from __future__ import annotations
 
@@ -17,35 +18,14 @@ import os
 from typing import Any
 
 import jax
-import ml_collections
 import orbax.checkpoint as ocp
 import tensorstore as ts
 from absl import logging
 
 from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
-from babylm_jax.corpus.tokenizer import load_tokenizer
-from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training import disk_space
-from babylm_jax.corpus.hanzi_labels import FAMILIES
-from babylm_jax.model.aux_heads import AUX_COLLECTION
-from babylm_jax.training.state import TrainState, abstract_state
-from babylm_jax.core.rundir import WorkdirError, reading
-
-CORRUPT_DIR = "checkpoints_corrupt"
-# Keys that must match to resume: they change what the state or the data stream means.
-RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
-               "train.aux_heads")
-# Values of resume keys that runs made before the key existed had (no auxiliary heads).
-RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in FAMILIES}, "train.aux_heads.position": "target"}
-# Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
-# changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
-SCHEDULE_KEYS = (
-    "train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
-    "train.decay_share", "train.mask_rate", "train.mask_rate_final", "train.seq_len_curriculum",
-)
-
+from babylm_jax.training.state import TrainState
 
 class CheckpointError(ValueError):
     """A workdir whose checkpoints cannot be resumed (none valid, or made by another config)."""
@@ -53,82 +33,6 @@ class CheckpointError(ValueError):
 
 class CorruptCheckpoint(Exception):
     """One checkpoint directory is damaged (missing or truncated files, unreadable metadata)."""
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def _saved_config(workdir: str) -> tuple[dict, str] | None:
-    """The run's config as saved (config.json, else the newest checkpoint's copy) and where it came from."""
-    path = os.path.join(workdir, rundir.CONFIG)
-    if os.path.exists(path):
-        saved = read_json(path, "restore it, or delete it to resume with the config the checkpoints hold")
-        if not isinstance(saved, dict):
-            raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
-        return saved, path
-    for step, root in sorted(checkpoint_steps(workdir).items(), reverse=True):
-        meta_path = os.path.join(root, str(step), "meta", "metadata")
-        try:
-            saved = read_json(meta_path, "a damaged checkpoint").get("config")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(saved, dict):
-            return saved, meta_path
-    return None
-
-
-def check_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Where the workdir holds checkpoints, refuses a config that cannot resume them, by key name.
-
-    Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
-    """
-    if not checkpoint_steps(workdir):
-        return
-    found = _saved_config(workdir)
-    if found is None:
-        return  # checkpoints of an older version without a config copy: the restore checks shapes
-    saved, source = found
-    old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
-    allow_schedule = bool(config.train.get("allow_schedule_change", False))
-    keys = RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)
-    for key in sorted(set(old) | set(new)):
-        if any(key == k or key.startswith(k + ".") for k in keys) and _normal(
-                old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key))):
-            fix = "use a new --workdir or the original config"
-            if key in SCHEDULE_KEYS:
-                fix += " (or set --config.train.allow_schedule_change=True to bend the schedule from the last checkpoint on)"
-            raise CheckpointError(
-                f"workdir {workdir} holds a run with config key {key}={old.get(key)!r} ({source}), but this config has "
-                f"{new.get(key)!r}; {fix}"
-            )
-
-
-def _normal(value: Any) -> Any:
-    """Tuples and lists compare equal (JSON has only lists)."""
-    return [_normal(v) for v in value] if isinstance(value, (list, tuple)) else value
-
-
-def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Saves the config as the run's config.json (after `check_config` and a successful restore)."""
-    atomic_write_json(os.path.join(workdir, rundir.CONFIG), json.loads(config.to_json_best_effort()))
-
-
-def load_config(workdir: str) -> ml_collections.ConfigDict:
-    path = os.path.join(workdir, rundir.CONFIG)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
-    saved = read_json(path, "restore the run's config.json (train writes it at the start)")
-    if not isinstance(saved, dict):
-        raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
-    return ml_collections.ConfigDict(saved)
 
 
 def iterator_state(iterator: Any) -> dict:
@@ -238,7 +142,7 @@ def check_state_shapes(state_dir: str, target: TrainState) -> None:
 
 def move_aside(step_dir: str, workdir: str) -> str:
     """Moves a damaged checkpoint to <workdir>/checkpoints_corrupt/ (kept for inspection); returns where."""
-    target_root = os.path.join(workdir, CORRUPT_DIR)
+    target_root = os.path.join(workdir, rundir.CORRUPT)
     os.makedirs(target_root, exist_ok=True)
     target = os.path.join(target_root, os.path.basename(step_dir))
     n = 1
@@ -336,7 +240,7 @@ class Checkpointer:
         if moved:
             raise CheckpointError(
                 f"no valid checkpoint in {root}: all {len(moved)} were damaged and moved to "
-                f"{os.path.join(self.workdir, CORRUPT_DIR)}; run again to start over from step 0, or restore a copy"
+                f"{os.path.join(self.workdir, rundir.CORRUPT)}; run again to start over from step 0, or restore a copy"
             )
         return None
 
@@ -349,84 +253,3 @@ class Checkpointer:
         with disk_space.space_errors(self.roots):
             self.rolling.close()
             self.milestones.close()
-
-
-def checkpoint_steps(workdir: str) -> dict[int, str]:
-    """step -> the directory (rolling or milestone) holding it."""
-    found: dict[int, str] = {}
-    for sub in (rundir.MILESTONES, rundir.CHECKPOINTS):
-        root = os.path.join(workdir, sub)
-        if os.path.isdir(root):
-            for name in os.listdir(root):
-                if name.isdigit() and os.path.isdir(os.path.join(root, name)):
-                    found[int(name)] = root
-    return found
-
-
-def _milestone_steps(workdir: str) -> list[int]:
-    return sorted(step for step, root in checkpoint_steps(workdir).items() if os.path.basename(root) == "milestones")
-
-
-def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
-    """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
-    found = checkpoint_steps(workdir)
-    if not found:
-        raise FileNotFoundError(f"no checkpoint in {workdir} (looked in checkpoints/ and milestones/)")
-    if step is None:
-        step = max(found)
-    if step not in found:
-        raise FileNotFoundError(f"no checkpoint for step {step} in {workdir}; available: {sorted(found)}")
-    return found[step], step
-
-
-def _restore_for_eval(root: str, step: int, target: TrainState) -> tuple[TrainState, dict]:
-    """The state and meta of checkpoint `step` under `root`; a damaged one is named (ValueError)."""
-    where = os.path.join(root, str(step))
-    try:
-        with ocp.CheckpointManager(root) as manager:
-            restored = manager.restore(
-                step,
-                args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()),
-            )
-        meta = restored.meta
-    except Exception as error:  # noqa: BLE001 - orbax reports damage with many exception types
-        message = " ".join(str(error).split())[:300]
-        raise ValueError(f"checkpoint {where} cannot be read ({type(error).__name__}: {message}); "
-                         "pass --step with another checkpoint (or move this one aside)") from error
-    if not isinstance(meta, dict):
-        raise ValueError(f"checkpoint {where}: meta is not a JSON object; pass --step with another checkpoint")
-    return restored.state, dict(meta)
-
-
-def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = None) -> LoadedModel:
-    """Loads a run's config, tokenizer and params (EMA params when the run kept them)."""
-    workdir = os.path.abspath(workdir)
-    config = load_config(workdir)
-    tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
-    if not os.path.isdir(tokenizer_dir):
-        raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")
-    with reading(workdir) as active:
-        root, step = _find_step(workdir, step)
-        if active is not None and os.path.basename(root) != "milestones":
-            raise WorkdirError(
-                f"a run is active in {workdir} ({active}) and rotates checkpoints/ as it goes, so step {step} may be "
-                f"deleted while it is read; wait for the run to finish, or pass --step with a word-milestone "
-                f"checkpoint (kept for good): {_milestone_steps(workdir) or 'none yet'}")
-        target, model = abstract_state(config)
-        state, meta = _restore_for_eval(root, step, target)
-    has_ema = state.ema_params is not None
-    if use_ema and not has_ema:
-        raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); use --use_ema=auto or --use_ema=no")
-    chosen_ema = has_ema if use_ema is None else use_ema
-    params = jax.device_get(state.ema_params if chosen_ema else state.params)
-    params = {k: v for k, v in params.items() if k != AUX_COLLECTION}  # training-only heads
-    return LoadedModel(
-        config=config,
-        model=model,
-        params=params,
-        tokenizer=load_tokenizer(tokenizer_dir),
-        step=int(step),
-        tokens_seen=int(meta.get("tokens_seen", 0)),
-        words_seen=float(meta.get("words_seen", 0.0)),
-        used_ema=chosen_ema,
-    )

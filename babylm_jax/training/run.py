@@ -22,7 +22,8 @@ from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import writers
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
-from babylm_jax.training.checkpoint import Checkpointer, check_config, write_config
+from babylm_jax.training.checkpoint import Checkpointer
+from babylm_jax.training.run_config import check_config, write_config
 from babylm_jax.training.state import TrainState, sharded_init
 
 
@@ -92,15 +93,15 @@ def checked_parts(
     return model, mesh, optim.make_optimizer(run_config.train)
 
 
-def _train_data(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> TrainData:
+def _train_data(run_config: RunConfig, workdir: str, is_main: bool) -> TrainData:
     if jax.process_count() > 1:  # one process prepares the data; the others then find it cached
         if is_main:
-            prepare_corpus(config, workdir)
+            prepare_corpus(run_config, workdir)
         multihost_utils.sync_global_devices("babylm_jax: data prepared")
-    data = build_train_data(config, workdir, process_index=jax.process_index(), process_count=jax.process_count())
-    if data.tokenizer.vocab_size > config.model.vocab_size:
+    data = build_train_data(run_config, workdir, process_index=jax.process_index(), process_count=jax.process_count())
+    if data.tokenizer.vocab_size > run_config.model.vocab_size:
         raise ValueError(
-            f"config key model.vocab_size={config.model.vocab_size} is smaller than the tokenizer's "
+            f"config key model.vocab_size={run_config.model.vocab_size} is smaller than the tokenizer's "
             f"{data.tokenizer.vocab_size} ids"
         )
     return data
@@ -113,7 +114,7 @@ def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transforme
     is_main = jax.process_index() == 0
     if is_main:
         check_config(workdir, config)
-    data = _train_data(config, workdir, is_main)
+    data = _train_data(RunConfig.from_config(config), workdir, is_main)  # the raw config as trainer.py hands it
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
     checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0

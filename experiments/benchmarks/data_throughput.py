@@ -23,6 +23,7 @@ import optax
 from flax.linen import meta
 
 from conditions import Conditions
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus import cache_keys
 from babylm_jax.corpus import counting
@@ -87,7 +88,7 @@ def main() -> None:
     words = int(corpus.doc_array("doc_words").sum())
     print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({workers.num_workers(data_config.num_workers)} workers)")
 
-    prepared = prepare.prepare_corpus(config, workdir)  # trains the tokenizer, then tokenises
+    prepared = prepare.prepare_corpus(RunConfig.from_config(config), workdir)  # trains the tokenizer, then tokenises
     for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
         shutil.rmtree(finished)
     key = cache_keys.tokenizer_key(corpus.root.name, data_config.tokenizer, config.model.vocab_size)
@@ -100,7 +101,7 @@ def main() -> None:
     print(f"tokenisation: {len(tokens.tokens):,} tokens in {tok_s:.1f} s = {len(tokens.tokens) / tok_s:,.0f} tokens/s")
     del prepared
 
-    data = pipeline.build_train_data(config, workdir)
+    data = pipeline.build_train_data(RunConfig.from_config(config), workdir)
     batch = next(data.train_iterator)
     conditions.probe()
     start = time.perf_counter()

@@ -1,0 +1,108 @@
+"""The run's config in its workdir: config.json written once a run starts, and the keys a resume must keep.
+
+    check_config(workdir, config)   # refuses, by key name, a config that cannot resume the checkpoints
+    write_config(workdir, config)   # after a successful restore or a fresh start
+    config = load_config(workdir)
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import ml_collections
+
+from babylm_jax.config.train import AUX_HEADS
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.rundir import checkpoint_steps
+from babylm_jax.training.checkpoint import CheckpointError
+
+# Keys that must match to resume: they change what the state or the data stream means.
+RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
+               "train.aux_heads")
+# Values of resume keys that runs made before the key existed had (no auxiliary heads).
+RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in AUX_HEADS}, "train.aux_heads.position": "target"}
+# Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
+# changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
+SCHEDULE_KEYS = (
+    "train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
+    "train.decay_share", "train.mask_rate", "train.mask_rate_final", "train.seq_len_curriculum",
+)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _saved_config(workdir: str) -> tuple[dict, str] | None:
+    """The run's config as saved (config.json, else the newest checkpoint's copy) and where it came from."""
+    path = os.path.join(workdir, rundir.CONFIG)
+    if os.path.exists(path):
+        saved = read_json(path, "restore it, or delete it to resume with the config the checkpoints hold")
+        if not isinstance(saved, dict):
+            raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
+        return saved, path
+    for step, root in sorted(checkpoint_steps(workdir).items(), reverse=True):
+        meta_path = os.path.join(root, str(step), "meta", "metadata")
+        try:
+            saved = read_json(meta_path, "a damaged checkpoint").get("config")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(saved, dict):
+            return saved, meta_path
+    return None
+
+
+def check_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Where the workdir holds checkpoints, refuses a config that cannot resume them, by key name.
+
+    Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
+    """
+    if not checkpoint_steps(workdir):
+        return
+    found = _saved_config(workdir)
+    if found is None:
+        return  # checkpoints of an older version without a config copy: the restore checks shapes
+    saved, source = found
+    old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
+    allow_schedule = bool(config.train.get("allow_schedule_change", False))
+    keys = RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)
+    for key in sorted(set(old) | set(new)):
+        if any(key == k or key.startswith(k + ".") for k in keys) and _normal(
+                old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key))):
+            fix = "use a new --workdir or the original config"
+            if key in SCHEDULE_KEYS:
+                fix += " (or set --config.train.allow_schedule_change=True to bend the schedule from the last checkpoint on)"
+            raise CheckpointError(
+                f"workdir {workdir} holds a run with config key {key}={old.get(key)!r} ({source}), but this config has "
+                f"{new.get(key)!r}; {fix}"
+            )
+
+
+def _normal(value: Any) -> Any:
+    """Tuples and lists compare equal (JSON has only lists)."""
+    return [_normal(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Saves the config as the run's config.json (after `check_config` and a successful restore)."""
+    atomic_write_json(os.path.join(workdir, rundir.CONFIG), json.loads(config.to_json_best_effort()))
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+    path = os.path.join(workdir, rundir.CONFIG)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
+    saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
+    return ml_collections.ConfigDict(saved)
