@@ -11,6 +11,7 @@ before the first step, not hours into the run.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Callable
@@ -75,10 +76,23 @@ def peak_bytes(memory: dict[str, int]) -> int:
 
 
 def compile_program(name: str, jitted: Callable, *args: Any) -> Program:
-    """`jitted` lowered for `args` (arrays or ShapeDtypeStructs, their shardings kept) and compiled."""
+    """`jitted` lowered for `args` (arrays or ShapeDtypeStructs, their shardings kept) and compiled,
+    under the mesh of their shardings (kernels XLA cannot partition, as splash attention, then
+    split the batch over it with shard_map)."""
     start = time.perf_counter()
-    compiled = jitted.lower(*args).compile()
+    mesh = _mesh_of(args)
+    with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
+        compiled = jitted.lower(*args).compile()
     return Program(name, compiled, time.perf_counter() - start, memory_of(compiled))
+
+
+def _mesh_of(args: Any) -> jax.sharding.Mesh | None:
+    """The mesh of the first argument sharded over one (None when no argument is)."""
+    for leaf in jax.tree.leaves(args):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, jax.sharding.NamedSharding) and isinstance(sharding.mesh, jax.sharding.Mesh):
+            return sharding.mesh
+    return None
 
 
 def without_words(batch: dict) -> dict:
