@@ -17,14 +17,13 @@ a proportionally shorter warmup. The global batch must divide by the number of p
 Throughput (estimate, not measured): 728 MFLOP per token; on a v5p-32 slice (16 chips x
 459 TFLOP/s bf16) at an assumed 35% MFU, ~3.5M tokens/s, so ~0.15 s per step and ~7 minutes
 for 2,500 steps (plus compilation and checkpoints); on v4-32 (16 x 275 TFLOP/s) ~10
-minutes. Memory per chip (measured: XLA's memory analysis of this step compiled for 16
-virtual CPU devices, `XLA_FLAGS=--xla_force_host_platform_device_count=16 python
-experiments/benchmarks/train_throughput.py --memory_only --configs configs/hybrid_100m_tpu_pod.py`):
-0.43 GB of sharded state and 52 GB of temporaries, which fits v5p (95 GB) but not v4
-(32 GB) chips. Two changes to the trainer/model, tried in a scratch copy, bring this to
-10 GB: micro-batches taken as strided rows (each device's own rows; today a micro-batch is
-a contiguous block of rows held by half the devices, so accumulation saves nothing on a
-mesh), and sharding constraints on the activations (batch over data x fsdp).
+minutes. Memory per chip (libtpu compiling this step for v5p:2x2x4 on a CPU host:
+`python -m babylm_jax.aot --config configs/hybrid_100m_tpu_pod.py
+--config.train.seq_len_curriculum='()'`, the last length, rows of 512, 2026-12-02): 0.45 GiB
+of sharded state and 13.9 GiB of temporaries, peak 14.3 GiB of a v5p chip's 95 GiB (under a
+v4 chip's 32 GiB too, though not compiled for v4); collectives in the compiled program:
+all-reduce x17, all-gather x15, all-to-all x8. (The 16-virtual-CPU compile quoted before said
+52 GB: the CPU's attention and layouts, not a TPU's.)
 """
 import pathlib
 

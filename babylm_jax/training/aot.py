@@ -27,7 +27,7 @@ from jax._src.lib import cuda_versions
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training import compiled, gpu_targets, optim, run, sharding, state, trainer
+from babylm_jax.training import compiled, gpu_targets, metrics, optim, run, sharding, state, trainer
 
 PLATFORMS = ("cuda", "tpu")
 _TENSOR = re.compile(r"tensor<((?:\d+x)+)(f64|f32|bf16|f16|i64|i32|ui32|i16|ui16|i8|ui8|i1)>")
@@ -227,6 +227,13 @@ def tpu_step(config: ml_collections.ConfigDict, devices: list, length: int) -> S
     return Step(jitted, (abstract_state, abstract_batch(config, batch_sharding), rng), model)
 
 
+def step_tflops(config: ml_collections.ConfigDict, model: Any, length: int) -> float:
+    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics.py's convention."""
+    share = metrics.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
+    per_token = metrics.train_flops_per_token(model.config, length, metrics.causal_share(config), share)
+    return per_token * config.train.batch_size * config.train.seq_len / 1e12
+
+
 def collectives(hlo_text: str) -> str:
     counts = {name: len(re.findall(rf"= \S+ {name}(?:-start)?\(", hlo_text)) for name in COLLECTIVES}
     return ", ".join(f"{name} x{n}" for name, n in counts.items() if n) or "none"
@@ -255,7 +262,9 @@ def tpu_report(config: ml_collections.ConfigDict, topology: str, dump_dir: str |
         flops = (program.executable.cost_analysis() or {}).get("flops", float("nan"))
         where = dump(dump_dir, f"train_step_{length}.tpu.hlo.txt", text)
         lines.append(f"{program.describe()} per chip; attention {step.model.config.attention}; "
-                     f"{flops / 1e9:,.1f} GFLOP per chip a step; collectives: {collectives(text)}"
+                     f"{step_tflops(config, step.model, length) / len(devices):,.2f} TFLOP per chip a step "
+                     f"(training/metrics.py; XLA's cost analysis, loop bodies once: {flops / 1e12:,.2f}); "
+                     f"collectives: {collectives(text)}"
                      + (f"; written to {where}" if where else ""))
         worst = max(worst, (compiled.peak_bytes(program.memory), length))
     return lines + fits_lines(worst, hbm), hbm is None or worst[0] <= hbm
