@@ -246,14 +246,8 @@ def compute_loss(
     family = model.config.family
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
     mask_rng, corrupt_rng, dropout_rng = jax.random.split(rng, 3)
-    if family == "causal":
-        inputs, causal = tokens, True
-        targets, weights = next_token_targets(tokens, segment_ids)
-    else:
-        if masking is None:
-            raise ValueError(f"model family {family!r} needs a MaskingConfig")
-        inputs, causal, targets, weights = _masked_inputs_and_targets(
-            family, batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows)
+    inputs, causal, targets, weights = _inputs_and_targets(family, batch, (mask_rng, corrupt_rng), mask_rate,
+                                                           masking, causal_rows)
     hidden_BxLxD, _ = model.apply(
         params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs={"dropout": dropout_rng},
         method="encode",
@@ -277,6 +271,16 @@ def compute_loss(
             params, hidden_BxLxD, *aux_objective.positions(tokens, segment_ids, targets, weights))
         loss_sum = loss_sum + aux_sum
     return loss_sum if summed else loss_sum / jnp.maximum(count, 1.0), metrics
+
+
+def _inputs_and_targets(family: str, batch: dict, rngs: tuple[jax.Array, jax.Array], mask_rate: jax.Array | float,
+                        masking: MaskingConfig | None, causal_rows: int) -> tuple:
+    """(inputs, causal, targets, weights) of the family: next tokens (causal), masked ones (mlm, hybrid)."""
+    if family == "causal":
+        return (batch["tokens"], True, *next_token_targets(batch["tokens"], batch["segment_ids"]))
+    if masking is None:
+        raise ValueError(f"model family {family!r} needs a MaskingConfig")
+    return _masked_inputs_and_targets(family, batch, *rngs, mask_rate, masking, causal_rows)
 
 
 def _masked_inputs_and_targets(

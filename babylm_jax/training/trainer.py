@@ -116,14 +116,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
             count = jnp.maximum(predicted, 1.0)
             grads = jax.tree.map(lambda g: g / count, grads)
             loss = loss_sum / count
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        ema = state.ema_params
-        if ema is not None:
-            d = train.ema_decay
-            ema = jax.tree.map(lambda e, p: d * e + (1.0 - d) * p, ema, params)
-        new_state = TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
-        return new_state, {
+        return apply_update(state, grads, optimizer, train.ema_decay), {
             "loss": loss,
             "grad_norm": optax.tree.norm(grads),
             "learning_rate": schedule(state.step),
@@ -132,6 +125,17 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
         }
 
     return step_fn
+
+
+def apply_update(state: TrainState, grads: Any, optimizer: optax.GradientTransformation,
+                 ema_decay: float) -> TrainState:
+    """The state one optimizer step on: new params and optimizer state, and the EMA params moved."""
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    ema = state.ema_params
+    if ema is not None:
+        ema = jax.tree.map(lambda e, p: ema_decay * e + (1.0 - ema_decay) * p, ema, params)
+    return TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
 
 
 def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking, platform: str | None = None,
@@ -223,19 +227,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             run.state, step_metrics = programs.train(seq_len_at(config, step - 1))(run.state, batch, step_rng)
             _show(progress, logger.step_done(step, step_metrics, run.words_seen))
             progress.update(1)
-            if step % config.train.eval_every_steps == 0 or step == last_step:
-                _show(progress, logger.flush())
-                progress.write(evaluator.evaluate(step, "eval"))
-                logger.restart_window()
-            reached = milestones.passed(run.words_seen)
-            if reached is not None:
-                _save(run, logger, step, milestone=True)
-                progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
-                if evaluator.curves is not None:
-                    progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
-                    logger.restart_window()
-            if step % config.checkpoint.every_steps == 0 or step == last_step:
-                _save(run, logger, step)
+            _evaluate_and_save(run, step, last_step, logger, evaluator, milestones, progress)
             if stop.should_stop(step) and step != last_step:
                 if step % config.checkpoint.every_steps:  # not saved above: save it now
                     _save(run, logger, step)
@@ -254,17 +246,42 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         writer.close()
         raise stop.stopped(
             f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
-            f"{os.path.join(run.workdir, 'checkpoints', str(stopped_at))}: run the same command to resume"
+            f"{os.path.join(run.workdir, rundir.CHECKPOINTS, str(stopped_at))}: run the same command to resume"
         )
     summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start, programs)
     if run.is_main:
-        atomic_write_json(os.path.join(run.workdir, "summary.json"), summary)
-        writer.summary({"summary": summary, "budget": _budget(run.workdir)})
-        metrics_lib.plot_learning_curves(run.workdir)
-        print(format_summary(summary))
-        print(format_outputs(run.workdir))
+        _write_summary(run, writer, summary)
     writer.close()
     return summary
+
+
+def _evaluate_and_save(run: Run, step: int, last_step: int, logger: metrics_lib.StepLogger,
+                       evaluator: "RunEvaluator", milestones: WordMilestones, progress: tqdm) -> None:
+    """After `step`: the eval (every train.eval_every_steps and at the end), a word-milestone
+    checkpoint (with task scores) when the words seen pass one, the rolling checkpoint."""
+    config = run.config
+    if step % config.train.eval_every_steps == 0 or step == last_step:
+        _show(progress, logger.flush())
+        progress.write(evaluator.evaluate(step, "eval"))
+        logger.restart_window()
+    reached = milestones.passed(run.words_seen)
+    if reached is not None:
+        _save(run, logger, step, milestone=True)
+        progress.write(f"step {step}: word milestone {reached:,.0f} (words seen {run.words_seen:,.0f})")
+        if evaluator.curves is not None:
+            progress.write(evaluator.evaluate(step, "milestone", with_loss=False))
+            logger.restart_window()
+    if step % config.checkpoint.every_steps == 0 or step == last_step:
+        _save(run, logger, step)
+
+
+def _write_summary(run: Run, writer: writers.RunWriters, summary: dict) -> None:
+    """summary.json, the writers' run summary (with budget.json), learning_curves.png, the table."""
+    atomic_write_json(os.path.join(run.workdir, rundir.SUMMARY), summary)
+    writer.summary({"summary": summary, "budget": _budget(run.workdir)})
+    metrics_lib.plot_learning_curves(run.workdir)
+    print(format_summary(summary))
+    print(format_outputs(run.workdir))
 
 
 def _budget(workdir: str) -> dict:
