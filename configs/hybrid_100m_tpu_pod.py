@@ -17,13 +17,14 @@ a proportionally shorter warmup. The global batch must divide by the number of p
 Throughput (estimate, not measured): 728 MFLOP per token; on a v5p-32 slice (16 chips x
 459 TFLOP/s bf16) at an assumed 35% MFU, ~3.5M tokens/s, so ~0.15 s per step and ~7 minutes
 for 2,500 steps (plus compilation and checkpoints); on v4-32 (16 x 275 TFLOP/s) ~10
-minutes. Memory per chip (libtpu compiling this step for v5p:2x2x4 on a CPU host:
-`python -m babylm_jax.aot --config configs/hybrid_100m_tpu_pod.py
---config.train.seq_len_curriculum='()'`, the last length, rows of 512, 2026-12-02): 0.45 GiB
-of sharded state and 13.9 GiB of temporaries, peak 14.3 GiB of a v5p chip's 95 GiB (under a
-v4 chip's 32 GiB too, though not compiled for v4); collectives in the compiled program:
-all-reduce x17, all-gather x15, all-to-all x8. (The 16-virtual-CPU compile quoted before said
-52 GB: the CPU's attention and layouts, not a TPU's.)
+minutes. Memory per chip (libtpu 0.0.42.1 compiling this step for v5p:2x2x4 on a CPU host:
+`python -m babylm_jax.aot --config configs/hybrid_100m_tpu_pod.py`, every curriculum length,
+2026-12-02): with splash attention (model.attention auto on TPU) 0.45 GiB of sharded state and
+7.44 GiB of temporaries, peak 7.89 GiB of a v5p chip's 95 GiB at rows of 128, 256 and 512 alike;
+collectives all-reduce x6, all-gather x14, all-to-all x2. With model.attention='xla' (the
+[B, H, L, L] scores materialised) the rows of 512 peaked at 14.3 GiB (13.9 GiB temporaries).
+XLA's FLOP count leaves out the splash kernels. (The 16-virtual-CPU compile quoted before
+said 52 GB: the CPU's attention and layouts, not a TPU's.)
 """
 import pathlib
 
