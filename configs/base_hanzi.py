@@ -11,7 +11,7 @@ words of base.py's corpus), every corpus hanzi an id of its own, and heads for s
 0.3), tone, initial, final and radical (0.1 each) at each token's own position
 (train.aux_heads.position="auto" for a causal model). Measured: hanzi probe structure 0.658, pinyin
 0.593, full ZhoBLiMP 0.570 (no facts: 0.508 / 0.507 / 0.571); 15 minutes of training on the shared
-2-core CPU at load 5-9 (about 7 without the heads' load). The heads are training-only: the
+2-core CPU at load 5-9 (the arm without heads: 6.7 minutes at load 2-5). The heads are training-only: the
 exported model and every score path are those of a run without them.
 """
 import pathlib
