@@ -9,8 +9,9 @@ generator command above: 806,982 jieba words, 2,377 paragraphs), in front of the
 documents of the builtin corpus (the facts replace its last documents, so the run has the 2.69M
 words of base.py's corpus), every corpus hanzi an id of its own, and heads for syllable (weight
 0.3), tone, initial, final and radical (0.1 each) at each token's own position
-(train.aux_heads.position="auto" for a causal model). Measured: hanzi probe structure 0.658, pinyin
-0.593, full ZhoBLiMP 0.570 (no facts: 0.508 / 0.507 / 0.571); 15 minutes of training on the shared
+(train.aux_heads.position="auto" for a causal model). Measured, seeds 0 / 1: hanzi probe structure
+0.658 / 0.608, pinyin 0.593 / 0.557, full ZhoBLiMP 0.570 / 0.551 (no facts, seed 0: 0.508 / 0.507 /
+0.571; facts without heads, seed 0: 0.554 / 0.543 / 0.569); 15 minutes of training on the shared
 2-core CPU at load 5-9 (the arm without heads: 6.7 minutes at load 2-5). The heads are training-only: the
 exported model and every score path are those of a run without them.
 """
