@@ -115,14 +115,15 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.seq_len_curriculum = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
     # Auxiliary character heads (training only, never exported): loss weight per head; 0 = no head.
     # Labels per token from its hanzi (pypinyin's default reading, cnradical's radical); other tokens
-    # are ignored. position: "target" (the token the LM loss predicts there) or "input" (its own token).
+    # are ignored. position: "target" (the token the LM loss predicts there), "input" (its own token) or
+    # "auto": input for causal (measured better, experiments/README.md "Issue 26"), target for mlm/hybrid.
     config.train.aux_heads = ml_collections.ConfigDict()
     config.train.aux_heads.syllable = 0.0  # syllable with tone (1,379 classes)
     config.train.aux_heads.tone = 0.0
     config.train.aux_heads.initial = 0.0
     config.train.aux_heads.final = 0.0
     config.train.aux_heads.radical = 0.0
-    config.train.aux_heads.position = "target"
+    config.train.aux_heads.position = "auto"
     config.train.allow_schedule_change = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
     # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e
     # ".[tensorboard]"; then `tensorboard --logdir runs/`) and/or "wandb" (".[wandb]").

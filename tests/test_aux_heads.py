@@ -71,6 +71,16 @@ def test_loss_and_mask_match_a_loop_over_positions():
     assert set(metrics) == {"aux_tone_loss", "aux_tone_acc", "aux_radical_loss", "aux_radical_acc"}
 
 
+def test_auto_position_is_the_input_for_causal_and_the_masked_position_otherwise(tiny_corpus_dir):
+    config = tiny_config(tiny_corpus_dir)
+    config.train.aux_heads.tone = 0.2
+    assert config.train.aux_heads.position == "auto"
+    resolved = {f: aux_heads.AuxHeadsConfig.from_config(config.train, f).position for f in ("causal", "mlm", "hybrid")}
+    assert resolved == {"causal": "input", "mlm": "target", "hybrid": "target"}
+    config.train.aux_heads.position = "target"
+    assert aux_heads.AuxHeadsConfig.from_config(config.train, "causal").position == "target"
+
+
 def test_positions_follow_the_language_model_or_the_input():
     tokens, segments = jnp.asarray([[1, 2, 8, 0]]), jnp.asarray([[1, 1, 1, 0]])
     targets, weights = objectives.next_token_targets(tokens, segments)
@@ -122,7 +132,7 @@ def test_a_run_with_heads_logs_them_and_exports_without_them(tiny_corpus_dir, tm
 @pytest.mark.parametrize("override,expected", [
     ("--config.train.aux_heads.pinyin=0.3", "train.aux_heads.pinyin"),
     ("--config.train.aux_heads.tone=-0.1", "config key train.aux_heads.tone=-0.1: a loss weight must be a number >= 0"),
-    ("--config.train.aux_heads.position=next", "train.aux_heads.position='next': must be one of ('target', 'input')"),
+    ("--config.train.aux_heads.position=next", "train.aux_heads.position='next': must be one of ('auto', 'target', 'input')"),
 ])
 def test_bad_head_settings_are_refused_before_any_data_work(capsys, tmp_path, override, expected):
     line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", override])

@@ -15,7 +15,7 @@ SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
 MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
-AUX_POSITIONS = ("target", "input")  # train.aux_heads.position: the LM's target token, or the input's own
+AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per family (auto), the LM's target token, or the input's own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class AuxHeadsSettings:
     initial: float = 0.0
     final: float = 0.0
     radical: float = 0.0
-    position: str = "target"
+    position: str = "auto"
 
     def rules(self) -> list[Rule]:
         return [*((head, getattr(self, head) >= 0, "a loss weight must be a number >= 0") for head in AUX_HEADS),

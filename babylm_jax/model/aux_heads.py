@@ -6,7 +6,8 @@
     weighted_sum, sums = objective.loss(params, hidden_BxLxD, label_ids_BxL, weights_BxL)
 
 One linear layer per family on the final hidden states. `train.aux_heads.position`:
-"target" predicts the labels of the token the language-model loss predicts there (the next
+"auto" is "input" for causal models (measured better in the issue-26 study, experiments/README.md)
+and "target" for mlm and hybrid (the masked position; not measured); "target" predicts the labels of the token the language-model loss predicts there (the next
 token for causal rows, the masked token at its own position for mlm and at the position
 before it for hybrid MNTP rows); "input" predicts each position's own input token. Heads
 live in their own collection of the params (`AUX_COLLECTION`): checkpoints keep them, the
@@ -28,6 +29,7 @@ from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE
 
 AUX_COLLECTION = "aux_heads"
 POSITIONS = AUX_POSITIONS
+AUTO_POSITION = {"causal": "input", "mlm": "target", "hybrid": "target"}  # train.aux_heads.position="auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +40,14 @@ class AuxHeadsConfig:
     position: str = "target"
 
     @classmethod
-    def from_config(cls, train: ml_collections.ConfigDict) -> "AuxHeadsConfig | None":
-        """From `train.aux_heads` (absent in older runs: no heads); errors name the key."""
+    def from_config(cls, train: ml_collections.ConfigDict, family: str = "causal") -> "AuxHeadsConfig | None":
+        """From `train.aux_heads` (absent in older runs: no heads), "auto" resolved for the model
+        `family`; errors name the key."""
         section = train.get("aux_heads")
         if section is None:
             return None
         values = dict(section)
-        position = values.pop("position", "target")
+        position = values.pop("position", "auto")
         unknown = sorted(set(values) - set(FAMILIES))
         if unknown:
             raise ValueError(f"unknown config key(s) train.aux_heads.{', train.aux_heads.'.join(unknown)}; "
@@ -55,7 +58,7 @@ class AuxHeadsConfig:
         if position not in POSITIONS:
             raise ValueError(f"config key train.aux_heads.position: {position!r} is not one of {POSITIONS}")
         weights = tuple((name, float(values[name])) for name in FAMILIES if values.get(name, 0) > 0)
-        return cls(weights, position) if weights else None
+        return cls(weights, AUTO_POSITION.get(family, "target") if position == "auto" else position) if weights else None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -126,9 +129,10 @@ def step_metrics(sums: dict) -> dict:
     return out
 
 
-def build_objective(train: ml_collections.ConfigDict, pieces: list[str] | None, vocab_size: int) -> AuxObjective | None:
+def build_objective(train: ml_collections.ConfigDict, pieces: list[str] | None, vocab_size: int,
+                    family: str = "causal") -> AuxObjective | None:
     """The run's objective (None without heads); with `pieces` None the labels are left empty (shapes only)."""
-    config = AuxHeadsConfig.from_config(train)
+    config = AuxHeadsConfig.from_config(train, family)
     if config is None:
         return None
     sizes = hanzi_labels.head_sizes()

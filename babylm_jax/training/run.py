@@ -130,6 +130,6 @@ def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transforme
         write_config(workdir, config)
         metrics_lib.trim_metrics(workdir, start_step)
     aux_objective = aux_heads.build_objective(
-        config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size)
+        config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size, config.model.family)
     return Run(config, workdir, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
                state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)

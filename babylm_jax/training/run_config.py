@@ -23,7 +23,7 @@ from babylm_jax.training.checkpoint import CheckpointError
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
                "train.aux_heads")
 # Values of resume keys that runs made before the key existed had (no auxiliary heads).
-RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in AUX_HEADS}, "train.aux_heads.position": "target"}
+RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in AUX_HEADS}, "train.aux_heads.position": "auto"}
 # Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
 # changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
 SCHEDULE_KEYS = (
