@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import jax
 
+from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.training import curricula
@@ -64,7 +65,7 @@ class MetricsWriter:
     """Appends one JSON object per line to `<workdir>/metrics.jsonl` (process 0 only)."""
 
     def __init__(self, workdir: str, enabled: bool = True):
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.path = os.path.join(workdir, rundir.METRICS)
         self.enabled = enabled
 
     def write(self, record: dict[str, Any]) -> None:
@@ -80,7 +81,7 @@ def trim_metrics(workdir: str, last_step: int) -> None:
     Drops a partial last line (a run killed mid-write) and the records of steps after
     `last_step` (they will be trained and logged again), so each step is logged once.
     """
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = os.path.join(workdir, rundir.METRICS)
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:
@@ -183,7 +184,7 @@ def plot_learning_curves(workdir: str) -> str:
     import matplotlib.figure
 
     train, evals, tasks = {}, {}, {}
-    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(workdir, rundir.METRICS), encoding="utf-8") as f:
         for line in f:
             record = json.loads(line)
             if "eval_loss" in record:
@@ -210,6 +211,6 @@ def plot_learning_curves(workdir: str) -> str:
         task_axes.legend()
         task_axes.grid(alpha=0.3)
     figure.tight_layout()
-    path = os.path.join(workdir, "learning_curves.png")
+    path = os.path.join(workdir, rundir.LEARNING_CURVES)
     atomic_write(path, lambda temp: figure.savefig(temp, format="png", dpi=100))
     return path

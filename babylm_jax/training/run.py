@@ -1,7 +1,7 @@
 """Setting up a training run: model, optimizer, data, mesh, state (fresh or restored), checkpointer.
 
-    model, mesh, optimizer = checked_parts(config)   # every config key checked, nothing touched yet
-    run = setup_run(config, workdir, model, mesh, optimizer)   # everything the loop needs
+    run_config, model, mesh, optimizer = checked_parts(config)   # every config key checked, nothing touched yet
+    run = setup_run(config, run_config, workdir, model, mesh, optimizer)   # everything the loop needs
 """
 from __future__ import annotations
 
@@ -74,8 +74,9 @@ def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
 
 def checked_parts(
     config: ml_collections.ConfigDict,
-) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
-    """The model, mesh and optimizer of `config`, every key checked (`RunConfig`) before the devices."""
+) -> tuple[RunConfig, Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
+    """The typed config, model, mesh and optimizer of `config`, every key checked (`RunConfig`) before
+    the devices."""
     run_config = RunConfig.from_config(config)
     model = Transformer(attention.for_platform(run_config.model, attention.platform_of(jax.default_backend())))
     devices = sharding.run_devices(run_config.mesh, jax.devices()) if jax.process_count() == 1 else None
@@ -90,7 +91,7 @@ def checked_parts(
     writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
     if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
         hanzi_labels.head_sizes()
-    return model, mesh, optim.make_optimizer(run_config.train)
+    return run_config, model, mesh, optim.make_optimizer(run_config.train)
 
 
 def _train_data(run_config: RunConfig, workdir: str, is_main: bool) -> TrainData:
@@ -107,14 +108,14 @@ def _train_data(run_config: RunConfig, workdir: str, is_main: bool) -> TrainData
     return data
 
 
-def setup_run(config: ml_collections.ConfigDict, workdir: str, model: Transformer, mesh: jax.sharding.Mesh,
-              optimizer: optax.GradientTransformation) -> Run:
+def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, workdir: str, model: Transformer,
+              mesh: jax.sharding.Mesh, optimizer: optax.GradientTransformation) -> Run:
     """Builds the data, state and checkpointer of the run in `workdir`, resuming from its newest
     valid checkpoint if any; config.json is written once the run has restored or started."""
     is_main = jax.process_index() == 0
     if is_main:
         check_config(workdir, config)
-    data = _train_data(RunConfig.from_config(config), workdir, is_main)  # the raw config as trainer.py hands it
+    data = _train_data(run_config, workdir, is_main)
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
     checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0

@@ -187,11 +187,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     """
     maybe_initialize_distributed(config)
     workdir = os.path.abspath(workdir)
-    model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
+    run_config, model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
     with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
         with StopSignals() as stop:
-            run = setup_run(config, workdir, model, mesh, optimizer)
+            run = setup_run(config, run_config, workdir, model, mesh, optimizer)
             stop.defer()  # from here a signal ends the run at the end of its current step
             return _train(run, stop_at_step, stop)
 
@@ -372,14 +372,14 @@ def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, 
 
 
 RUN_OUTPUTS = (  # (path in the workdir, what it holds), listed at the end of a run when present
-    ("checkpoints", "checkpoints (params, optimizer, data iterator)"),
-    ("milestones", "word-milestone checkpoints"),
-    ("metrics.jsonl", "training and eval metrics, one JSON line per log step"),
-    ("learning_curves.png", "loss curves and task scores against words seen"),
-    ("summary.json", "this summary"),
-    ("budget.json", "jieba word counts against the budget"),
-    ("tokenizer", "the tokenizer"),
-    ("config.json", "the resolved config"),
+    (rundir.CHECKPOINTS, "checkpoints (params, optimizer, data iterator)"),
+    (rundir.MILESTONES, "word-milestone checkpoints"),
+    (rundir.METRICS, "training and eval metrics, one JSON line per log step"),
+    (rundir.LEARNING_CURVES, "loss curves and task scores against words seen"),
+    (rundir.SUMMARY, "this summary"),
+    (rundir.BUDGET, "jieba word counts against the budget"),
+    (rundir.TOKENIZER, "the tokenizer"),
+    (rundir.CONFIG, "the resolved config"),
 )
 
 
