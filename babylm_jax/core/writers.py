@@ -31,10 +31,9 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 
 def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
-    """`train.writers` checked (known names, packages installed, W&B mode), "jsonl" first."""
+    """`train.writers` checked (known names, packages installed), "jsonl" first; a run made before
+    the key existed writes metrics.jsonl only."""
     names = train.get("writers", ("jsonl",))
-    if isinstance(names, str):
-        names = tuple(n.strip() for n in names.split(",") if n.strip())
     for name in names:
         if name not in WRITERS:
             raise ValueError(f"config key train.writers: unknown writer {name!r} (choose from {', '.join(WRITERS)})")
@@ -196,10 +195,6 @@ class RunWriters:
     def __init__(self, jsonl: Any, others: Sequence[Writer]):
         self.jsonl, self.others = jsonl, list(others)
         self._sent: tuple[int, dict[str, float]] = (-1, {})  # the last step's values, sent once each
-
-    @property
-    def enabled(self) -> bool:
-        return self.jsonl.enabled
 
     def write(self, record: Mapping[str, Any]) -> None:
         self.jsonl.write(dict(record))
