@@ -66,6 +66,9 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         return gather.main(list(argv[2:]))
     COMMAND.parse(argv)
     settings = EvalSettings.from_config(_CONFIG.value, _LIMIT.value)
+    for option, value in (("--workdir", _CHECKPOINT.workdir.value), ("--data_dir", _DATA_DIR.value),
+                          ("--output", _OUTPUT.value or "")):
+        rundir.local_path(value, option)
     workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")

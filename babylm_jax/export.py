@@ -81,7 +81,8 @@ def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_e
 def main(argv: Sequence[str]) -> pathlib.Path:
     """Parses `argv` (program name first) and writes the export; returns its directory."""
     COMMAND.parse(argv)
-    output = export(pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_OUTPUT.value), _CHECKPOINT.step.value,
+    output = export(pathlib.Path(rundir.local_path(_CHECKPOINT.workdir.value, "--workdir")),
+                    pathlib.Path(rundir.local_path(_OUTPUT.value, "--output")), _CHECKPOINT.step.value,
                     _CHECKPOINT.ema(), _LAYER.value, _OVERWRITE.value)
     print(f"wrote {output}")
     return output

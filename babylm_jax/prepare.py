@@ -44,7 +44,7 @@ def _table(rows: list[list], header: list[str]) -> str:
 def main(argv: Sequence[str]) -> None:
     """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
     COMMAND.parse(argv)
-    workdir = pathlib.Path(_WORKDIR.value)
+    workdir = pathlib.Path(rundir.local_path(_WORKDIR.value, "--workdir"))
     with workdir_lock(workdir, "prepare"):  # refused at once while a train or prepare holds the workdir
         prepare_and_report(_CONFIG.value, workdir)
 

@@ -21,7 +21,7 @@ import pytest
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
-from babylm_jax import evaluate, export, train
+from babylm_jax import evaluate, export, prepare, train
 from babylm_jax.config import cli
 from babylm_jax.core import atomic, outputs
 from babylm_jax.core.rundir import workdir_lock
@@ -146,3 +146,19 @@ def test_values_no_one_means_are_refused_by_key(capsys, tmp_path, override, key)
     line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", override])
     assert key in line
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command,argv", [
+    (train, ["train", "--config=CONFIGS/base.py", "--workdir=gs://bucket/run"]),
+    (prepare, ["prepare", "--config=CONFIGS/base.py", "--workdir=s3://bucket/run"]),
+    (evaluate, ["evaluate", "--workdir=gs://bucket/run", "--data_dir=."]),
+    (export, ["export", "--workdir=WORKDIR", "--output=gs://bucket/hf"]),
+])
+def test_a_remote_workdir_or_output_is_refused_not_written_to_a_local_folder(capsys, run, tmp_path, monkeypatch,
+                                                                              command, argv):
+    monkeypatch.chdir(tmp_path)
+    configs = pathlib.Path(__file__).parents[1] / "configs"
+    argv = [a.replace("WORKDIR", str(run)).replace("CONFIGS", str(configs)) for a in argv]
+    line = user_error(capsys, command, argv)
+    assert "remote workdirs" in line and "://" in line and "not supported yet" in line
+    assert not any(p.name.endswith(":") for p in tmp_path.iterdir())  # no local "gs:" folder

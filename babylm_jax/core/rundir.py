@@ -44,6 +44,17 @@ class WorkdirError(ValueError):
     """The workdir cannot be used: held by another live process, or not writable."""
 
 
+def local_path(path: str | os.PathLike, option: str) -> str:
+    """`path`, refused (WorkdirError) when it names a remote filesystem (gs://, s3://, ...): the lock,
+    the token cache and the atomic writes need a local (or NFS-mounted) folder, and such a path would
+    otherwise become a folder named "gs:" on each host's own disk."""
+    text = os.fspath(path)
+    if "://" in text:
+        raise WorkdirError(f"{option}={text}: remote workdirs ({text.split('://')[0]}://) are not supported yet; "
+                           "give a local folder, or one mounted on every host (NFS, gcsfuse)")
+    return text
+
+
 def _holder(path: pathlib.Path) -> str:
     try:
         return path.read_text().strip() or "unknown"

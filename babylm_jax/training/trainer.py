@@ -186,7 +186,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     `preemption.Stopped` once the checkpoint is written.
     """
     maybe_initialize_distributed(config)
-    workdir = os.path.abspath(workdir)
+    workdir = os.path.abspath(rundir.local_path(workdir, "--workdir"))
     run_config, model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
     with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
