@@ -46,7 +46,7 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
 
     if not workdir.is_dir():
         raise FileNotFoundError(f"--workdir {workdir} does not exist")
-    output = outputs.check_output(output, "--output", run=workdir)
+    output = outputs.check_output(output, "--output", run=workdir, inside_run="hf")
     with outputs.output_lock(output, "export"):
         writer.remove_leftovers(output)
         writer.check_output_dir(output, overwrite)  # fail before the slow load

@@ -43,11 +43,12 @@ def _overlap(output: pathlib.Path, path: pathlib.Path) -> str | None:
 
 
 def check_output(output: str | os.PathLike, option: str, run: str | os.PathLike | None = None,
-                 data: Mapping[str, str | os.PathLike] | None = None) -> pathlib.Path:
+                 data: Mapping[str, str | os.PathLike] | None = None, inside_run: str = "") -> pathlib.Path:
     """The absolute output path; OutputError when it would write over, into or around an input.
 
     `run`: the run directory the command reads (outputs inside it allowed, except on what
-    train owns); `data`: option -> a folder the command reads (task data, corpus).
+    train owns); `data`: option -> a folder the command reads (task data, corpus);
+    `inside_run`: where in the run this command's output usually goes (the refusals' example).
     """
     out = pathlib.Path(output).resolve()
     if run is not None:
@@ -55,12 +56,12 @@ def check_output(output: str | os.PathLike, option: str, run: str | os.PathLike 
         relation = _overlap(out, run_dir)
         if relation in ("is", "holds"):
             raise OutputError(f"{option} {output} {relation} the run directory {run}: writing there would replace the "
-                              f"run; choose a new path, e.g. {run_dir / 'hf'}")
+                              f"run; choose a new path, e.g. {run_dir / inside_run}")
         for name in RUN_OWNED:
             relation = _overlap(out, run_dir / name)
             if relation:
                 raise OutputError(f"{option} {output} {relation} {run_dir / name}, which train writes and this command "
-                                  f"reads; choose another path, e.g. {run_dir / 'eval' / 'results.json'}")
+                                  f"reads; choose another path, e.g. {run_dir / inside_run}")
     for data_option, folder in (data or {}).items():
         relation = _overlap(out, pathlib.Path(folder).resolve())
         if relation:
