@@ -46,17 +46,7 @@ EOF
 )
 [ -f "$OUT/facts_corpus/manifest.json" ] ||  # kept on reruns (a new file would be a new corpus)
   python -m babylm_jax.tools.hanzi_facts --out "$OUT/facts_corpus" --characters "$CHARS" --words "$FACT_WORDS" --seed "$SEED"
-MAX_DOCS=$(python - "$NOFACTS" "$OUT/facts_corpus/manifest.json" "$TOTAL" <<'EOF'
-import json, pathlib, sys
-import numpy as np
-workdir, manifest, total = pathlib.Path(sys.argv[1]), json.load(open(sys.argv[2])), int(sys.argv[3])
-index = sorted((workdir / "data").glob("corpus-*/index.json"), key=lambda p: p.stat().st_mtime)[-1]
-shards = sorted((index.parent / "shards").iterdir())
-doc_words = np.concatenate([np.load(s / "doc_words.npy") for s in shards])
-keep = int(np.searchsorted(np.cumsum(doc_words), total - manifest["words"], side="right"))
-print(manifest["documents"] + keep)
-EOF
-)
+MAX_DOCS=$(python experiments/facts_max_documents.py "$NOFACTS" "$OUT/facts_corpus/manifest.json" "$TOTAL")
 # A config file sets both sources (data.corpus and data.paths) for this run.
 cat > "$OUT/facts_config.py" <<CONFIG_END
 from babylm_jax.config.files import load_config_file
