@@ -48,7 +48,7 @@ def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None,
         raise FileNotFoundError(f"--workdir {workdir} does not exist")
     output = outputs.check_output(output, "--output", run=workdir, inside_run="hf")
     with outputs.output_lock(output, "export"):
-        writer.remove_leftovers(output)
+        outputs.remove_temporaries(output.parent, of=output.name)  # of an export killed mid-write
         writer.check_output_dir(output, overwrite)  # fail before the slow load
         return _export(workdir, output, step, use_ema, layer, overwrite)
 

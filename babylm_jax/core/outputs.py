@@ -117,11 +117,14 @@ def _read(path: pathlib.Path) -> str:
         return ""
 
 
-def remove_temporaries(folder: str | os.PathLike) -> list[pathlib.Path]:
-    """Removes the temporary files an interrupted write left directly in `folder` (the output
-    folder of a command that holds its lock); returns them."""
-    folder = pathlib.Path(folder)
-    found = [p for p in folder.iterdir() if is_leftover(p.name)] if folder.is_dir() else []
+def remove_temporaries(folder: str | os.PathLike, of: str = "") -> list[pathlib.Path]:
+    """Removes the temporary files and folders an interrupted write left directly in `folder` (the
+    output folder of a command that holds its lock), only those of `of` when given (the
+    temporaries of `<folder>/<of>`); returns them."""
+    folder, prefix = pathlib.Path(folder), f".{of}." if of else "."
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if is_leftover(p.name) and p.name.startswith(prefix)]
     for path in found:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
     return found

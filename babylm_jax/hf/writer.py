@@ -11,7 +11,7 @@ import pathlib
 import shutil
 from typing import Any, Mapping
 
-from babylm_jax.core.atomic import TEMP_MARKS, atomic_dir
+from babylm_jax.core.atomic import atomic_dir
 from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
 from babylm_jax.config.model import ModelConfig
 
@@ -34,15 +34,6 @@ def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> pathlib.
             raise FileExistsError(f"--output {output} was not written by export (it has no {MARKER}), so --overwrite "
                                   "will not replace it; remove it yourself or choose another --output")
     return output
-
-
-def remove_leftovers(output_dir: str | os.PathLike) -> list[pathlib.Path]:
-    """Removes the temporary folders a killed export to `output_dir` left beside it; returns them."""
-    output = pathlib.Path(output_dir).absolute()
-    found = [p for mark in TEMP_MARKS for p in output.parent.glob(f".{output.name}{mark}*")]
-    for path in found:
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-    return found
 
 
 def tokenizer_summary(tokenizer: Any) -> str:
