@@ -114,7 +114,7 @@ def test_batches_pack_documents_without_mixing(prepared):
     batch, batch_size = next(data.train_iterator), config.train.batch_size
     assert batch["tokens"].shape == (batch_size, 32) and batch["tokens"].dtype == np.int32
     assert batch["words"].shape == (batch_size,) and batch["words"].dtype == np.float32
-    assert set(batch) == {"tokens", "segment_ids", "positions", "words", "word_starts"}
+    assert set(batch) == {"tokens", "segment_ids", "positions", "words", "word_starts", "batch_words"}
     _check_rows(batch, docs, 32)
     for eval_batch in data.eval_batches:
         _check_rows(eval_batch, docs, 32)
@@ -139,6 +139,9 @@ def test_layout_covers_documents_and_words(prepared, kind):
     # All tokens of all documents appear exactly once, and words add up.
     assert int((batch["segment_ids"] > 0).sum()) == int(tokens.doc_offsets[-1])
     np.testing.assert_allclose(batch["words"].sum(), tokens.doc_words.sum(), rtol=1e-5)
+    np.testing.assert_array_equal(builder.all_row_words(), batch["words"])
+    rows = np.random.default_rng(0).permutation(layout.num_rows)[:5]
+    np.testing.assert_array_equal(builder.all_row_words()[rows], builder(rows)["words"])
     if kind == "first_fit":
         assert layout.num_rows <= -(-int(tokens.doc_offsets[-1]) // 32) * 2
 
@@ -162,8 +165,11 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
     for _ in range(3):
         full = next(whole.train_iterator)
         split = [next(p.train_iterator) for p in parts]
-        for key in full:
+        for key in set(full) - {"batch_words"}:
             np.testing.assert_array_equal(np.concatenate([s[key] for s in split]), full[key])
+        # Each process counts the words of the whole global batch, exactly as one process does.
+        assert full["batch_words"] == np.sum(full["words"])
+        assert [s["batch_words"] for s in split] == [full["batch_words"]] * 2
     state = whole.train_iterator.get_state()
     expected = [next(whole.train_iterator)["tokens"] for _ in range(2)]
     fresh = pipeline.build_train_data(RunConfig.from_config(config), workdir)

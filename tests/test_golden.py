@@ -30,7 +30,7 @@ def _batch() -> dict:
     segments = np.where(np.arange(32) < 20, 1, 2).astype(np.int32)
     positions = np.where(np.arange(32) < 20, np.arange(32), np.arange(32) - 20).astype(np.int32)
     return {"tokens": jnp.asarray(tokens), "segment_ids": jnp.broadcast_to(segments, (8, 32)),
-            "positions": jnp.broadcast_to(positions, (8, 32)), "words": jnp.ones((8,), jnp.float32)}
+            "positions": jnp.broadcast_to(positions, (8, 32))}
 
 
 def _rms_by_path(tree) -> dict[str, float]:

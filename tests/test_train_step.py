@@ -29,7 +29,6 @@ def _batch(rows: int, length: int) -> dict:
         "tokens": tokens,
         "segment_ids": jnp.ones((rows, length), jnp.int32),
         "positions": jnp.broadcast_to(jnp.arange(length), (rows, length)),
-        "words": jnp.ones((rows,), jnp.float32),
     }
 
 

@@ -152,11 +152,25 @@ class BatchBuilder:
             batch["word_starts"] = np.zeros(batch_size * seq_len, np.int32)
             batch["word_starts"][dest] = self.cache.word_starts[source]
         batch = {k: v.reshape(batch_size, seq_len) for k, v in batch.items()}
-        docs = layout.piece_doc[pieces]
-        doc_tokens = self.cache.doc_offsets[docs + 1] - self.cache.doc_offsets[docs]
-        share = self.cache.doc_words[docs] * lengths / np.maximum(doc_tokens, 1)
-        batch["words"] = np.bincount(piece_batch_row, weights=share, minlength=batch_size).astype(np.float32)
+        batch["words"] = _row_words(self.cache, layout, pieces, piece_batch_row, batch_size)
         return batch
+
+    def all_row_words(self) -> np.ndarray:
+        """[rows] float32: the jieba words of every row of the layout, equal to `words` of a batch
+        holding it (the same pieces summed in the same order)."""
+        layout = self.layout
+        pieces = np.arange(len(layout.piece_len))
+        piece_row = np.repeat(np.arange(layout.num_rows), np.diff(layout.row_offsets))
+        return _row_words(self.cache, layout, pieces, piece_row, layout.num_rows)
+
+
+def _row_words(cache: "TokenCache", layout: RowLayout, pieces: np.ndarray, piece_row: np.ndarray,
+               num_rows: int) -> np.ndarray:
+    """[num_rows] float32: each row's share of its documents' jieba words, pro rata per piece."""
+    docs = layout.piece_doc[pieces]
+    doc_tokens = cache.doc_offsets[docs + 1] - cache.doc_offsets[docs]
+    share = cache.doc_words[docs] * layout.piece_len[pieces] / np.maximum(doc_tokens, 1)
+    return np.bincount(piece_row, weights=share, minlength=num_rows).astype(np.float32)
 
 
 def _exclusive_cumsum_per_group(values: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:

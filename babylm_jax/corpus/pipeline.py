@@ -5,7 +5,9 @@
 
 Batches hold `tokens`, `segment_ids` (1.. per piece, 0 = padding), `positions` (restart at 0
 at each piece, see packing.py), `words` (jieba words each row covers, pro rata per piece)
-and, with `data.whole_word_masking`, `word_starts`. Row r of the global batch of a step is
+and, with `data.whole_word_masking`, `word_starts`; train batches also `batch_words`, the words of
+the whole global batch, which every process computes from the global batch's row ids (no exchange
+between hosts). Row r of the global batch of a step is
 row r of the concatenation of the per-process batches of processes 0..P-1.
 """
 from __future__ import annotations
@@ -55,10 +57,14 @@ class _ProcessRows:
     builder: packing.BatchBuilder
     process_index: int
     rows_per_process: int
+    row_words: np.ndarray | None = None  # [rows] words of every row: adds `batch_words`
 
     def __call__(self, rows_B: np.ndarray) -> dict:
         start = self.process_index * self.rows_per_process
-        return self.builder(rows_B[start : start + self.rows_per_process])
+        batch = self.builder(rows_B[start : start + self.rows_per_process])
+        if self.row_words is not None:
+            batch["batch_words"] = np.sum(self.row_words[rows_B])
+        return batch
 
 
 def _split_stats(tokens: TokenCache, corpus: CorpusCache, doc_ids: np.ndarray) -> dict:
@@ -95,7 +101,7 @@ def build_train_data(run: RunConfig, workdir: str | os.PathLike, *, process_inde
         .shuffle(seed=run.train.seed)
         .repeat(None)
         .batch(batch_size)
-        .map(_ProcessRows(builder, process_index, rows_per_process))
+        .map(_ProcessRows(builder, process_index, rows_per_process, builder.all_row_words()))
     )
     train_iterator = iter(dataset.to_iter_dataset(grain.ReadOptions(num_threads=data_config.reader_threads, prefetch_buffer_size=8)))
 

@@ -52,11 +52,10 @@ def masking_for(config: ml_collections.ConfigDict):
 
 
 def abstract_batch(config: ml_collections.ConfigDict, sharding: Any = None) -> dict:
-    """The train batch's shapes and dtypes, as the data pipeline emits them."""
+    """The train batch's shapes and dtypes, as the steps take them (`compiled.device_arrays`)."""
     shape = (config.train.batch_size, config.train.seq_len)
     keys = ["tokens", "segment_ids", "positions"] + (["word_starts"] if config.data.whole_word_masking else [])
     batch = {k: jax.ShapeDtypeStruct(shape, np.int32, sharding=sharding) for k in keys}
-    batch["words"] = jax.ShapeDtypeStruct(shape[:1], np.float32, sharding=sharding)
     return batch
 
 

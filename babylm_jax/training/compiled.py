@@ -95,8 +95,12 @@ def _mesh_of(args: Any) -> jax.sharding.Mesh | None:
     return None
 
 
-def without_words(batch: dict) -> dict:
-    return {k: v for k, v in batch.items() if k != "words"}
+HOST_ONLY = ("words", "batch_words")  # batch entries the host counts words with; the steps never see them
+
+
+def device_arrays(batch: dict) -> dict:
+    """The entries of a data batch that the train and eval steps take."""
+    return {k: v for k, v in batch.items() if k not in HOST_ONLY}
 
 
 class StepPrograms:

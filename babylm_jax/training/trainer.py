@@ -20,9 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
-from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from babylm_jax.core.atomic import atomic_write_json
@@ -32,7 +30,7 @@ from babylm_jax.model.transformer import Transformer, count_params
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.core import rundir, writers
 from babylm_jax.training import optim, sharding
-from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, without_words
+from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, device_arrays
 from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
@@ -91,7 +89,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def step_fn(state: TrainState, batch: dict, rng: jax.Array) -> tuple[TrainState, dict]:
-        batch = reshape_rows({k: v for k, v in batch.items() if k != "words"}, length)
+        batch = reshape_rows(batch, length)
         rng = jax.random.fold_in(rng, state.step)
         if accum == 1:  # no loop: XLA optimises the step as one computation
             (_, aux), grads = grad_fn(state.params, batch, jax.random.fold_in(rng, 0), state.step)
@@ -156,17 +154,11 @@ def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, maskin
     return eval_step
 
 
-def _global_words(local_words: float) -> float:
-    if jax.process_count() == 1:
-        return local_words
-    return float(np.sum(multihost_utils.process_allgather(np.asarray(local_words, np.float64))))
-
-
 def evaluate_loss(eval_step, params, eval_batches: list[dict], mesh) -> float:
     """Token-weighted mean loss over the fixed held-out batches."""
     total, count = 0.0, 0.0
     for batch in eval_batches:
-        batch = sharding.global_batch(without_words(batch), mesh)
+        batch = sharding.global_batch(device_arrays(batch), mesh)
         loss_sum, n = eval_step(params, batch)
         total, count = total + float(loss_sum), count + float(n)
     return total / max(count, 1.0)
@@ -221,9 +213,9 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     try:
         for step in range(run.start_step + 1, last_step + 1):
             local = first_local if step == run.start_step + 1 else next(run.data.train_iterator)
-            run.words_seen += _global_words(float(np.sum(local["words"])))
+            run.words_seen += float(local["batch_words"])  # the global batch's: no exchange between hosts
             run.tokens_seen += logger.tokens_per_step
-            batch = sharding.global_batch(local, run.mesh)
+            batch = sharding.global_batch(device_arrays(local), run.mesh)
             run.state, step_metrics = programs.train(seq_len_at(config, step - 1))(run.state, batch, step_rng)
             _show(progress, logger.step_done(step, step_metrics, run.words_seen))
             progress.update(1)
@@ -297,9 +289,9 @@ def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: in
     """The train step at every curriculum length still ahead and the eval step, compiled now; their
     compile times and memory analyses printed (process 0)."""
     programs = StepPrograms(run, make_train_step, make_eval_step)
-    eval_batches = [sharding.global_batch(without_words(b), run.mesh)
+    eval_batches = [sharding.global_batch(device_arrays(b), run.mesh)
                     for b in run.data.eval_batches[: run.config.train.eval_batches]]
-    lines = programs.compile_all(sharding.global_batch(first_local, run.mesh), eval_batches,
+    lines = programs.compile_all(sharding.global_batch(device_arrays(first_local), run.mesh), eval_batches,
                                  curriculum_lengths(run.config, run.start_step, last_step), rng, eval_params(run.state))
     if run.is_main:
         print("\n".join(lines), flush=True)

@@ -77,8 +77,7 @@ def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_
             positions[r, start:start + length] = np.arange(length)
             tokens[r, start] = 2  # [bos] opens each document
             start, segment = start + length, segment + 1
-    words = np.full((batch_size,), seq_len / 1.5, np.float32)
-    return {"tokens": tokens, "segment_ids": segment_ids, "positions": positions, "words": words}
+    return {"tokens": tokens, "segment_ids": segment_ids, "positions": positions}
 
 
 class Bench:
@@ -100,7 +99,6 @@ class Bench:
         batch_sharding = sharding.batch_sharding(self.mesh)
         abstract_batch = {k: jax.ShapeDtypeStruct(self.shape, np.int32, sharding=batch_sharding)
                           for k in ("tokens", "segment_ids", "positions")}
-        abstract_batch["words"] = jax.ShapeDtypeStruct(self.shape[:1], np.float32, sharding=batch_sharding)
         step = jax.jit(
             trainer.make_train_step(config, model, optimizer, masking, length),
             in_shardings=(state_shardings, batch_sharding, None),
