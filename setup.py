@@ -31,10 +31,14 @@ setup(
         "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
-        "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", *HANZI],
+        # the remote-workdir tests run against a fake GCS on localhost (gcp-storage-emulator)
+        "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", "gcsfs>=2024.2",
+                 "gcp-storage-emulator==2026.7.19", *HANZI],  # the fake patches its download handler
         "hanzi": HANZI,
         "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
         "wandb": ["wandb>=0.18"],  # train.writers "wandb"
+        "gcs": ["gcsfs>=2024.2"],  # --workdir gs://... (orbax writes checkpoints itself; the rest goes through gcsfs)
+        "s3": ["s3fs>=2024.2"],  # --workdir s3://...
         "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
         # NVIDIA GPUs: CUDA 12 jaxlib plugin, cuDNN and the CUDA libraries, the version of jax
         # itself; on a CPU host also what `python -m babylm_jax.aot --platform cuda` needs

@@ -29,7 +29,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import outputs, rundir
+from babylm_jax.core import outputs, remote, rundir
 from babylm_jax.eval import session
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings
@@ -66,21 +66,28 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
         return gather.main(list(argv[2:]))
     COMMAND.parse(argv)
     settings = EvalSettings.from_config(_CONFIG.value, _LIMIT.value)
-    for option, value in (("--workdir", _CHECKPOINT.workdir.value), ("--data_dir", _DATA_DIR.value),
-                          ("--output", _OUTPUT.value or "")):
+    for option, value in (("--data_dir", _DATA_DIR.value), ("--output", _OUTPUT.value or "")):
         rundir.local_path(value, option)
-    workdir, data_dir = pathlib.Path(_CHECKPOINT.workdir.value), pathlib.Path(_DATA_DIR.value)
+    data_dir = pathlib.Path(_DATA_DIR.value)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
+    place = remote.readable_run(_CHECKPOINT.workdir.value, rundir.READ_BY_EVALUATION)
+    if place.mirror is not None:
+        if settings.log_to_run:
+            raise ValueError(f"config key log_to_run=True: the run's writers of remote workdir {place.workdir} are its "
+                             "train's; evaluate it without log_to_run (results go to --output)")
+        print(f"[evaluate] {place.workdir}: checkpoints read from there; its config and tokenizer from this host's "
+              f"copy {place.local}", flush=True)
+    workdir = pathlib.Path(place.local)
     output = session.check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
-        return _evaluate(workdir, data_dir, output, settings)
+        return _evaluate(workdir, data_dir, output, settings, place.checkpoints_at)
 
 
 def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Path,
-              settings: EvalSettings) -> dict[str, pathlib.Path]:
+              settings: EvalSettings, checkpoints_at: str) -> dict[str, pathlib.Path]:
     """Selects the tasks, loads the checkpoint(s) and writes the results (under the output's lock)."""
     print(f"[evaluate] data: {layout.describe(data_dir)}", flush=True)
     specs, skipped = tasks_lib.select_tasks(_TASKS.value, data_dir)
@@ -99,7 +106,7 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
         "config_overrides": config_flags.get_override_values(COMMAND.flags["config"])})
 
     def run_step(step: int | None, step_output: pathlib.Path) -> tuple[LoadedModel, dict, dict]:
-        loaded = load_for_eval(workdir, step=step, use_ema=_CHECKPOINT.ema())
+        loaded = load_for_eval(str(workdir), step=step, use_ema=_CHECKPOINT.ema(), checkpoints_at=checkpoints_at)
         results, written = session.evaluate_checkpoint(loaded, evaluation, step_output)
         if run_log is not None:
             run_log.checkpoint(int(loaded.step), float(loaded.words_seen), results, metrics)
@@ -107,7 +114,7 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
 
     try:
         if _MILESTONES.value:
-            steps = session.chosen_milestones(workdir, _MILESTONES.value)
+            steps = session.chosen_milestones(checkpoints_at, _MILESTONES.value)
             return session.evaluate_milestones(steps, run_step, output, run_log)
         return run_step(_CHECKPOINT.step.value, output)[2]
     finally:

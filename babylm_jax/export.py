@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import outputs, rundir
+from babylm_jax.core import outputs, remote, rundir
 from babylm_jax.core.jsonl import read_json
 
 COMMAND = cli.Command("export", __doc__)
@@ -39,26 +39,29 @@ def read_results(workdir: pathlib.Path) -> dict[str, Any] | None:
     return None if path is None else read_json(path, "rerun evaluate to rewrite it, or move it aside")
 
 
-def export(workdir: pathlib.Path, output: pathlib.Path, step: int | None = None, use_ema: bool | None = None,
+def export(run: str | pathlib.Path, output: pathlib.Path, step: int | None = None, use_ema: bool | None = None,
            layer: int | None = None, overwrite: bool = False) -> pathlib.Path:
-    """Loads the checkpoint and writes the export; errors name the file or flag at fault."""
+    """Loads the checkpoint of the run in `run` (a local folder or a remote workdir's URL) and
+    writes the export; errors name the file or flag at fault."""
     from babylm_jax.hf import writer
 
-    if not workdir.is_dir():
-        raise FileNotFoundError(f"--workdir {workdir} does not exist")
+    if not remote.is_remote(run) and not pathlib.Path(run).is_dir():
+        raise FileNotFoundError(f"--workdir {run} does not exist")
+    place = remote.readable_run(run, rundir.READ_BY_EVALUATION)
+    workdir = pathlib.Path(place.local)
     output = outputs.check_output(output, "--output", run=workdir, inside_run="hf")
     with outputs.output_lock(output, "export"):
         outputs.remove_temporaries(output.parent, of=output.name)  # of an export killed mid-write
         writer.check_output_dir(output, overwrite)  # fail before the slow load
-        return _export(workdir, output, step, use_ema, layer, overwrite)
+        return _export(workdir, output, step, use_ema, layer, overwrite, place.checkpoints_at)
 
 
 def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_ema: bool | None,
-            layer: int | None, overwrite: bool) -> pathlib.Path:
+            layer: int | None, overwrite: bool, checkpoints_at: str) -> pathlib.Path:
     from babylm_jax.hf import writer
     from babylm_jax.training.loading import load_for_eval
 
-    loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema)
+    loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema, checkpoints_at=checkpoints_at)
     provenance = {
         "step": int(loaded.step),
         "tokens_seen": int(loaded.tokens_seen),
@@ -81,9 +84,8 @@ def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_e
 def main(argv: Sequence[str]) -> pathlib.Path:
     """Parses `argv` (program name first) and writes the export; returns its directory."""
     COMMAND.parse(argv)
-    output = export(pathlib.Path(rundir.local_path(_CHECKPOINT.workdir.value, "--workdir")),
-                    pathlib.Path(rundir.local_path(_OUTPUT.value, "--output")), _CHECKPOINT.step.value,
-                    _CHECKPOINT.ema(), _LAYER.value, _OVERWRITE.value)
+    output = export(_CHECKPOINT.workdir.value, pathlib.Path(rundir.local_path(_OUTPUT.value, "--output")),
+                    _CHECKPOINT.step.value, _CHECKPOINT.ema(), _LAYER.value, _OVERWRITE.value)
     print(f"wrote {output}")
     return output
 

@@ -22,6 +22,7 @@ from babylm_jax.tasks import unk_audit
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.core import rundir
+from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__, on_stop="the shards counted and tokenised so far are kept; run the same "
@@ -44,9 +45,11 @@ def _table(rows: list[list], header: list[str]) -> str:
 def main(argv: Sequence[str]) -> None:
     """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
     COMMAND.parse(argv)
-    workdir = pathlib.Path(rundir.local_path(_WORKDIR.value, "--workdir"))
-    with workdir_lock(workdir, "prepare"):  # refused at once while a train or prepare holds the workdir
-        prepare_and_report(_CONFIG.value, workdir)
+    place = RunPlace.reached(_WORKDIR.value)  # a remote workdir: prepared in this host's copy, then pushed
+    with workdir_lock(place.local, "prepare"):  # refused at once while a train or prepare holds the workdir
+        place.pull()
+        prepare_and_report(_CONFIG.value, pathlib.Path(place.local))
+        place.push()
 
 
 def prepare_and_report(config, workdir: pathlib.Path) -> None:

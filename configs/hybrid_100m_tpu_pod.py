@@ -1,14 +1,18 @@
 """configs/hybrid_100m.py on a TPU pod slice: multi-host, FSDP, 4x the global batch.
 
-    # on every host of the slice (e.g. `gcloud compute tpus tpu-vm ssh NAME --worker=all --command=...`):
+    # on worker 0 only: the official corpus, as published (or: hf download ...)
     huggingface-cli download chinese-babylm-org/babylm-zho-100M --repo-type dataset \
-        --local-dir data/babylm-zho-100M   # the official corpus, as published (or: hf download ...)
+        --local-dir data/babylm-zho-100M
+    # on every host of the slice (e.g. `gcloud compute tpus tpu-vm ssh NAME --worker=all --command=...`):
+    pip install -e ".[tpu,gcs]"
     python -m babylm_jax.train --config configs/hybrid_100m_tpu_pod.py --workdir gs://BUCKET/runs/hybrid_100m \
         --config.data.corpus=data/babylm-zho-100M
 
 The same model and objective as configs/hybrid_100m.py. `jax.distributed.initialize()`
 finds the coordinator itself on TPU pods (leave distributed.coordinator_address empty); each
-process reads its own share of every batch. Parameters, LAMB moments and EMA are sharded
+process reads its own share of every batch. Process 0 prepares the data and pushes it to the
+bucket; the other hosts fetch it (sha256-checked) and never read the corpus (README, "Workdirs
+in a bucket"). Parameters, LAMB moments and EMA are sharded
 over groups of 4 chips (`mesh.fsdp = 4`, one TPU host) along the embedding axis, and the
 batch over all chips. Global batch 1,024 x 512 = 524,288 tokens per step; 2,500 steps ~
 10 epochs (~1.3B tokens); LAMB is made for large batches, so the peak rate stays 1e-2 with

@@ -1,12 +1,16 @@
 """Runs a 3-step tiny training as one of N JAX processes on localhost (test_training helper).
 
     python multiprocess_train.py CORPUS_DIR WORKDIR NUM_PROCESSES PROCESS_ID PORT
+
+With BABYLM_TEST_NO_SOURCES=1, processes other than 0 fail if they read the corpus's sources.
 """
+import os
 import pathlib
 import sys
 
 from conftest import tiny_config
 
+from babylm_jax.corpus import sources
 from babylm_jax.training import trainer
 
 
@@ -20,6 +24,11 @@ def main() -> None:
             initialize=True, coordinator_address=f"localhost:{port}",
             num_processes=int(num_processes), process_id=int(process_id),
         )
+    if os.environ.get("BABYLM_TEST_NO_SOURCES") and int(process_id) > 0:
+        def refuse(*_):
+            raise RuntimeError(f"process {process_id} read the corpus's sources; only process 0 may")
+
+        sources.list_sources = refuse
     trainer.train_and_evaluate(config, workdir)
 
 

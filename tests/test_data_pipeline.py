@@ -210,3 +210,24 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
         np.testing.assert_array_equal(getattr(resumed.tokens, name), getattr(reference.tokens, name))
     assert resumed.budget_report["words"] == reference.budget_report["words"]
     assert not list(corpus_root.glob(".*tmp*"))
+
+
+def test_other_processes_open_what_process_0_prepared(prepared, tmp_path):
+    """open_prepared: the caches prepare_corpus named, without the sources; other settings or a
+    changed cache file refused by name."""
+    config, workdir, _ = prepared
+    copy = tmp_path / "work"
+    shutil.copytree(workdir, copy)
+    run = RunConfig.from_config(config)
+    made, opened = prepare.prepare_corpus(run, copy), prepare.open_prepared(run, copy)
+    np.testing.assert_array_equal(opened.tokens.tokens, made.tokens.tokens)
+    assert opened.tokenizer.vocab_size == made.tokenizer.vocab_size and opened.budget_report == made.budget_report
+    other = synthetic.tiny_config(config.data.corpus, tokenizer="bpe", whole_word_masking=False)
+    with pytest.raises(ValueError, match="prepared.json names caches prepared with other data settings"):
+        prepare.open_prepared(RunConfig.from_config(other), copy)
+    tokens_file = made.tokens.directory / "tokens.npy"
+    tokens_file.write_bytes(tokens_file.read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(ValueError, match=r"the prepared token cache is damaged: .*tokens.npy has changed"):
+        prepare.open_prepared(run, copy)
+    with pytest.raises(FileNotFoundError, match="every process must see the same --workdir"):
+        prepare.open_prepared(run, tmp_path / "elsewhere")

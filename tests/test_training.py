@@ -9,8 +9,11 @@ import jax
 import numpy as np
 import pytest
 from conftest import tiny_config
+from fixtures.fake_gcs import fake_gcs
 
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.core import rundir as rundir_lib
+from babylm_jax.core.remote import RunPlace
 from babylm_jax.corpus import pipeline
 from babylm_jax.training import checkpoint, loading, run, run_config, trainer
 from babylm_jax.training.state import build_model
@@ -149,23 +152,38 @@ def test_fsdp_shards_parameters(tiny_corpus_dir):
 
 
 def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
+    """Two JAX processes train as one process does: on a shared local workdir, and on a remote
+    (fake gs://) workdir where each process has a host folder of its own and process 1 cannot
+    read the corpus (it opens what process 0 prepared, pulled from the bucket, checked by hash)."""
     script = pathlib.Path(__file__).with_name("multiprocess_train.py")
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
     port = str(20000 + os.getpid() % 20000)
 
-    def launch(workdir, num_processes, process_id):
+    def launch(workdir, num_processes, process_id, **extra_env):
         args = [sys.executable, str(script), str(tiny_corpus_dir), str(workdir), str(num_processes), str(process_id), port]
-        return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(args, env={**env, **extra_env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    procs = [launch(tmp_path / "two", 2, i) for i in range(2)]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
-    single = launch(tmp_path / "one", 1, 0)
-    single_output = single.communicate(timeout=300)[0]
-    for p, out in zip(procs + [single], outputs + [single_output]):
-        assert p.returncode == 0, out[-3000:]
-    two, one = read_metrics(tmp_path / "two")[0], read_metrics(tmp_path / "one")[0]
-    np.testing.assert_allclose([two[s]["loss"] for s in (1, 2, 3)], [one[s]["loss"] for s in (1, 2, 3)], rtol=2e-5)
-    assert [two[s]["words_seen"] for s in (1, 2, 3)] == [one[s]["words_seen"] for s in (1, 2, 3)]  # exactly
+    def finish(procs):
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
+        for p, out in zip(procs, outputs):
+            assert p.returncode == 0, out[-3000:]
+        return outputs
+
+    finish([launch(tmp_path / "two", 2, i) for i in range(2)])
+    with fake_gcs("pod") as gcs_env:
+        hosts = [tmp_path / f"host{i}" for i in range(2)]
+        remote_outputs = finish([launch("gs://pod/run", 2, i, **gcs_env, BABYLM_CACHE_DIR=str(hosts[i]),
+                                        BABYLM_TEST_NO_SOURCES="1") for i in range(2)])
+        assert rundir_lib.checkpoint_steps("gs://pod/run") == {3: "gs://pod/run/checkpoints"}
+    finish([launch(tmp_path / "one", 1, 0)])
+    mirrors = [host / "workdirs" / "gs" / "pod" / "run" for host in hosts]
+    assert "a remote workdir holds no lock, so process 0 owns the run" in remote_outputs[0]
+    assert (mirrors[1] / "data" / "prepared.json").is_file() and not (mirrors[1] / "metrics.jsonl").exists()
+    assert not any((m / "checkpoints").exists() for m in mirrors)  # checkpoints live in the bucket only
+    one = read_metrics(tmp_path / "one")[0]
+    for two in (read_metrics(tmp_path / "two")[0], read_metrics(mirrors[0])[0]):
+        np.testing.assert_allclose([two[s]["loss"] for s in (1, 2, 3)], [one[s]["loss"] for s in (1, 2, 3)], rtol=2e-5)
+        assert [two[s]["words_seen"] for s in (1, 2, 3)] == [one[s]["words_seen"] for s in (1, 2, 3)]  # exactly
 
 
 def test_config_errors_name_the_key(tiny_corpus_dir, tmp_path):
@@ -225,7 +243,7 @@ def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp
 def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "metrics.jsonl").write_text("{}\n")
-    text = trainer.format_outputs(str(tmp_path))
+    text = trainer.format_outputs(RunPlace.of(tmp_path))
     assert f"{tmp_path / 'checkpoints'}    checkpoints (params" in text and f"{tmp_path / 'metrics.jsonl'}  training" in text
     assert "milestones" not in text and "summary.json" not in text  # only what exists
     assert f"python -m babylm_jax.export --workdir {tmp_path} --output {tmp_path / 'hf'}" in text

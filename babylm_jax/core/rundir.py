@@ -27,6 +27,7 @@ LEAKAGE = "leakage.json"  # evaluation items found in the training text (prepare
 UNK_AUDIT = "unk_audit.json"
 TOKENIZER = "tokenizer"  # the tokenizer the run trains with
 DATA = "data"  # the corpus and token caches
+PREPARED = f"{DATA}/prepared.json"  # the caches prepare made for the run (opened by the other processes)
 CHECKPOINTS = "checkpoints"
 MILESTONES = "milestones"  # word-milestone checkpoints
 CORRUPT = "checkpoints_corrupt"  # damaged checkpoints, moved aside at resume
@@ -38,6 +39,8 @@ LEARNING_CURVES = "learning_curves.png"
 TENSORBOARD = "tensorboard"  # train.writers "tensorboard": the run's event files
 WANDB = "wandb"  # train.writers "wandb": W&B's own folder of the run
 WANDB_RUN = "wandb_run.json"  # the W&B run id and the last step it holds
+# What evaluate and export read of a run besides its checkpoints (pulled from a remote workdir).
+READ_BY_EVALUATION = (CONFIG, TOKENIZER, RESULTS, EVAL_RESULTS.split("/")[0], SUMMARY, BUDGET)
 
 
 class WorkdirError(ValueError):
@@ -45,13 +48,14 @@ class WorkdirError(ValueError):
 
 
 def local_path(path: str | os.PathLike, option: str) -> str:
-    """`path`, refused (WorkdirError) when it names a remote filesystem (gs://, s3://, ...): the lock,
-    the token cache and the atomic writes need a local (or NFS-mounted) folder, and such a path would
-    otherwise become a folder named "gs:" on each host's own disk."""
+    """`path`, refused (WorkdirError) when it names a remote filesystem (gs://, s3://, ...), for the
+    options that write or read local folders only (--output, --data_dir): such a path would
+    otherwise become a folder named "gs:" on this host's disk. (--workdir takes remote paths,
+    see core.remote.)"""
     text = os.fspath(path)
     if "://" in text:
-        raise WorkdirError(f"{option}={text}: remote workdirs ({text.split('://')[0]}://) are not supported yet; "
-                           "give a local folder, or one mounted on every host (NFS, gcsfuse)")
+        raise WorkdirError(f"{option}={text}: a remote path ({text.split('://')[0]}://) is taken by --workdir only; "
+                           "give a local folder here")
     return text
 
 
@@ -144,12 +148,10 @@ def find_results(folder: str | os.PathLike) -> pathlib.Path | None:
 
 
 def checkpoint_steps(workdir: str) -> dict[int, str]:
-    """step -> the directory (milestones/ or checkpoints/) holding its checkpoint."""
-    found: dict[int, str] = {}
-    for sub in (MILESTONES, CHECKPOINTS):
-        root = os.path.join(workdir, sub)
-        if os.path.isdir(root):
-            for name in os.listdir(root):
-                if name.isdigit() and os.path.isdir(os.path.join(root, name)):
-                    found[int(name)] = root
-    return found
+    """step -> the directory (milestones/ or checkpoints/) holding its checkpoint; `workdir` a local
+    folder or a remote workdir's URL (core.remote)."""
+    from etils import epath  # orbax's dependency: lists gs:// and local folders alike
+
+    roots = [epath.Path(workdir) / sub for sub in (MILESTONES, CHECKPOINTS)]
+    return {int(step.name): str(root) for root in roots if root.is_dir()
+            for step in root.iterdir() if step.name.isdigit() and step.is_dir()}

@@ -67,6 +67,7 @@ class Writer(Protocol):
     def scalars(self, step: int, values: Mapping[str, float]) -> None: ...
     def curve(self, prefix: str, x_key: str, points: Sequence[Mapping[str, float]]) -> None: ...
     def summary(self, values: Mapping[str, Any], step: int = 0) -> None: ...
+    def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -108,6 +109,9 @@ class TensorBoardWriter:
     def summary(self, values: Mapping[str, Any], step: int = 0) -> None:
         for name, value in values.items():
             self._add(self._text.text_pb(name, _markdown_json(value)), step)
+
+    def flush(self) -> None:
+        self._events.flush()
 
     def close(self) -> None:
         self._events.close()
@@ -172,6 +176,9 @@ class WandbWriter:
     def summary(self, values: Mapping[str, Any], step: int = 0) -> None:
         self._run.summary.update(flat_config(values))
 
+    def flush(self) -> None:
+        """W&B sends its records itself."""
+
     def close(self) -> None:
         self._run.finish()
 
@@ -207,6 +214,11 @@ class RunWriters:
     def summary(self, values: Mapping[str, Any]) -> None:
         for writer in self.others:
             writer.summary(values)
+
+    def flush(self) -> None:
+        """Everything written so far onto disk (before a push to a remote workdir)."""
+        for writer in self.others:
+            writer.flush()
 
     def close(self) -> None:
         for writer in self.others:

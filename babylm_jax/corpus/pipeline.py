@@ -25,7 +25,7 @@ from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.corpus import packing
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache
-from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.corpus.prepare import PreparedCorpus, prepare_corpus
 from babylm_jax.corpus.token_cache import TokenCache
 from babylm_jax.corpus.tokenizer import Tokenizer
 
@@ -78,15 +78,16 @@ def _split_stats(tokens: TokenCache, corpus: CorpusCache, doc_ids: np.ndarray) -
 
 
 def build_train_data(run: RunConfig, workdir: str | os.PathLike, *, process_index: int = 0,
-                     process_count: int = 1) -> TrainData:
-    """Prepares the corpus if needed and returns the tokenizer, train iterator and eval batches."""
+                     process_count: int = 1, prepared: PreparedCorpus | None = None) -> TrainData:
+    """The tokenizer, train iterator and eval batches of `prepared` (default: the corpus prepared
+    now, when needed)."""
     batch_size, seq_len = run.train.batch_size, run.train.seq_len
     if batch_size % process_count:
         raise ValueError(f"train.batch_size={batch_size} is not divisible by the {process_count} processes")
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index={process_index} not in [0, {process_count})")
     data_config = run.data
-    prepared = prepare_corpus(run, workdir)
+    prepared = prepared or prepare_corpus(run, workdir)
     tokens = prepared.tokens
     train_ids, eval_ids = split_documents(tokens.num_documents, data_config.eval_share)
     packing_kind, whole_word = data_config.packing, data_config.whole_word_masking

@@ -5,8 +5,10 @@
 `run` is the run's typed config (`config.schema.RunConfig`): its `data`, and of its `model`
 the vocabulary size and the family (the documents' framing).
 
-Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with)
-and the caches under `<workdir>/data/` (counting.py, token_cache.py).
+Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with),
+the caches under `<workdir>/data/` (counting.py, token_cache.py) and `data/prepared.json`, which
+names them: the other processes of a multi-process run open the prepared caches from it
+(`open_prepared`) without reading the corpus's sources, which only process 0 needs.
 """
 from __future__ import annotations
 
@@ -16,15 +18,16 @@ import pathlib
 import shutil
 
 from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.core.atomic import atomic_dir, atomic_write_json
+from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus import budget
 from babylm_jax.corpus.hanzi_labels import check_head_labels
-from babylm_jax.corpus.cache_keys import token_cache_key, tokenizer_key
+from babylm_jax.corpus.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache, count_corpus
 from babylm_jax.core.vocab import framing_for
-from babylm_jax.corpus.token_cache import TokenCache, tokenize_corpus
+from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
 from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
 
@@ -112,4 +115,34 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike) -> PreparedCorpus
     check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
     tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key)
+    atomic_write_json(workdir / rundir.PREPARED, {
+        "settings": _settings_key(run), "corpus": corpus.root.name, "shards": len(corpus.shard_dirs),
+        "tokenizer": tokenizer_dir.name, "tokens": tokens.directory.name})
     return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)
+
+
+def _settings_key(run: RunConfig) -> str:
+    """Every setting prepare reads, without the sources' sizes and dates (only process 0 reads them)."""
+    return fingerprint({"version": CACHE_VERSION, "data": dataclasses.asdict(run.data), "vocab_size": run.model.vocab_size,
+                        "framing": dataclasses.asdict(framing_for(run.model.family))})
+
+
+def open_prepared(run: RunConfig, workdir: str | os.PathLike) -> PreparedCorpus:
+    """The caches that `prepare_corpus` made in `workdir` for `run`'s settings, opened without the
+    corpus's sources; each cache checked against the sizes and sha256 it recorded."""
+    workdir = pathlib.Path(workdir)
+    path = workdir / rundir.PREPARED
+    record = read_json(path, "process 0 writes it: every process must see the same --workdir (a folder all "
+                             "hosts mount, or a bucket: gs://...)")
+    if record.get("settings") != _settings_key(run):
+        raise ValueError(f"{path} names caches prepared with other data settings than this run's: every process "
+                         "must run the same config")
+    root = workdir / rundir.DATA / record["corpus"]
+    problem = cache_problem(root / record["tokens"])
+    if problem is not None:
+        raise ValueError(f"the prepared token cache is damaged: {problem}; prepare the data again")
+    corpus = CorpusCache(root, [], [root / "shards" / f"{i:05d}" for i in range(record["shards"])])
+    budget_path = workdir / rundir.BUDGET
+    report = read_json(budget_path, "prepare the data again (process 0 writes it)")
+    return PreparedCorpus(corpus, report, budget_path, load_tokenizer(root / record["tokenizer"]),
+                          TokenCache.load(root / record["tokens"]))

@@ -99,8 +99,9 @@ def evaluate_checkpoint(loaded: LoadedModel, evaluation: Evaluation,
     return results, written
 
 
-def chosen_milestones(workdir: pathlib.Path, option: str) -> list[int]:
-    """The steps `--milestones` names ("all": every milestone checkpoint and the last one)."""
+def chosen_milestones(workdir: str | pathlib.Path, option: str) -> list[int]:
+    """The steps `--milestones` names ("all": every milestone checkpoint and the last one) among the
+    checkpoints in `workdir` (a local folder or a remote workdir's URL)."""
     found = rundir.checkpoint_steps(str(workdir))  # step -> milestones/ or checkpoints/
     if not found:
         raise FileNotFoundError(f"no checkpoint in {workdir} (looked in milestones/ and checkpoints/)")

@@ -10,6 +10,8 @@ Orbax writes each checkpoint to a temporary directory and renames it when comple
 resumes from the newest checkpoint that reads back whole (`Checkpointer.restore_latest`);
 config.json is checked before (`run_config.check_config`) and written only after that restore.
 A trained model is loaded for evaluation and export by `loading.load_for_eval`.
+The checkpoint folders may be on a remote filesystem (`root` a gs:// or other `etils.epath` URL,
+see core.remote): orbax and tensorstore write there themselves.
 """
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 import tensorstore as ts
 from absl import logging
 
-from babylm_jax.core import rundir
-from babylm_jax.core.jsonl import read_json
+from babylm_jax.core import remote, rundir
 from babylm_jax.training import disk_space
 from babylm_jax.training.state import TrainState
 
@@ -95,7 +97,8 @@ def _stored_shapes(state_dir: str) -> dict[str, tuple]:
     without the stray thread tracebacks a failed parallel orbax read prints.
     """
     try:
-        store = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{state_dir}/"}).result()
+        base = f"{state_dir}/" if remote.is_remote(state_dir) else f"file://{state_dir}/"
+        store = ts.KvStore.open({"driver": "ocdbt", "base": base}).result()
         shapes = {}
         for key in store.list().result():
             value = store.read(key).result()
@@ -113,7 +116,7 @@ def check_state_shapes(state_dir: str, target: TrainState) -> None:
     """Raises CheckpointError when the saved arrays have other names or shapes than `target`
     (a checkpoint of another model config), CorruptCheckpoint when their metadata is unreadable."""
     try:
-        tree = read_json(os.path.join(state_dir, "_METADATA"), "a damaged checkpoint")["tree_metadata"]
+        tree = json.loads((epath.Path(state_dir) / "_METADATA").read_text())["tree_metadata"]
         saved_names = {
             ".".join(str(k["key"]) for k in v["key_metadata"])
             for v in tree.values() if v["value_metadata"]["value_type"] != "None"
@@ -121,7 +124,7 @@ def check_state_shapes(state_dir: str, target: TrainState) -> None:
     except Exception as error:  # noqa: BLE001 - missing file, garbage JSON, another layout
         raise CorruptCheckpoint(f"state/_METADATA is unreadable: {error}") from None
     wanted = _leaf_shapes(target)
-    step_dir = os.path.dirname(state_dir)
+    step_dir = str(epath.Path(state_dir).parent)
     if saved_names != set(wanted):
         name = sorted(saved_names ^ set(wanted))[0]
         where = "the checkpoint" if name in saved_names else "this config"
@@ -154,17 +157,22 @@ def move_aside(step_dir: str, workdir: str) -> str:
 
 
 class Checkpointer:
-    """Rolling checkpoints every N steps plus permanent word-milestone checkpoints."""
+    """Rolling checkpoints every N steps plus permanent word-milestone checkpoints, in `root`'s
+    checkpoints/ and milestones/ (`root`: a local folder or a remote workdir's URL)."""
 
-    def __init__(self, workdir: str, max_to_keep: int):
-        self.workdir = os.path.abspath(workdir)
+    def __init__(self, root: str, max_to_keep: int):
+        self.workdir = root if remote.is_remote(root) else os.path.abspath(root)
+        self.is_remote = remote.is_remote(root)
         disk_space.quiet_orbax_space_logs()
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True)
-        self.rolling = ocp.CheckpointManager(os.path.join(self.workdir, rundir.CHECKPOINTS), options=options)
+        self.rolling = ocp.CheckpointManager(self._path(rundir.CHECKPOINTS), options=options)
         self.milestones = ocp.CheckpointManager(
-            os.path.join(self.workdir, rundir.MILESTONES),
+            self._path(rundir.MILESTONES),
             options=ocp.CheckpointManagerOptions(create=True, cleanup_tmp_directories=True),
         )
+
+    def _path(self, *parts: str) -> epath.Path:
+        return epath.Path(self.workdir).joinpath(*parts)
 
     def save(self, step: int, state: TrainState, data_iterator: Any, meta: dict, milestone: bool = False) -> None:
         args = ocp.args.Composite(
@@ -173,8 +181,8 @@ class Checkpointer:
             meta=ocp.args.JsonSave(meta),
         )
         manager = self.milestones if milestone else self.rolling
-        root = str(manager.directory)
-        disk_space.check_room(root, step, disk_space.state_bytes(state))
+        if not self.is_remote:  # a bucket has no disk to fill
+            disk_space.check_room(str(manager.directory), step, disk_space.state_bytes(state))
         with disk_space.space_errors(self.roots, step):
             manager.save(step, args=args, force=True)
 
@@ -188,11 +196,11 @@ class Checkpointer:
         Raises CorruptCheckpoint for a damaged checkpoint and CheckpointError for one made
         by another model config; the iterator is only moved once everything has been read.
         """
-        step_dir = os.path.join(self.workdir, rundir.CHECKPOINTS, str(step))
+        step_dir = self._path(rundir.CHECKPOINTS, str(step))
         for item in ("state", "data", "meta"):
-            if not os.path.isdir(os.path.join(step_dir, item)):
+            if not (step_dir / item).is_dir():
                 raise CorruptCheckpoint(f"{item}/ is missing")
-        check_state_shapes(os.path.join(step_dir, "state"), target)
+        check_state_shapes(str(step_dir / "state"), target)
         try:
             restored = self.rolling.restore(
                 step,
@@ -220,15 +228,15 @@ class Checkpointer:
         valid, or at the first damaged one when not `move_damaged` (processes of a multi-process
         run cannot agree on which to skip).
         """
-        root = os.path.join(self.workdir, rundir.CHECKPOINTS)
-        steps = sorted((int(n) for n in os.listdir(root) if n.isdigit()), reverse=True) if os.path.isdir(root) else []
+        root = self._path(rundir.CHECKPOINTS)
+        steps = sorted((int(p.name) for p in root.iterdir() if p.name.isdigit()), reverse=True) if root.is_dir() else []
         moved = []
         for step in steps:
-            step_dir = os.path.join(root, str(step))
+            step_dir = str(root / str(step))
             try:
                 state, meta = self.restore(step, target, data_iterator)
             except CorruptCheckpoint as error:
-                if not move_damaged:
+                if not move_damaged or self.is_remote:
                     raise CheckpointError(f"checkpoint {step_dir} is damaged ({error}); move it aside and run again") from None
                 where = move_aside(step_dir, self.workdir)
                 moved.append(where)
@@ -240,7 +248,7 @@ class Checkpointer:
         if moved:
             raise CheckpointError(
                 f"no valid checkpoint in {root}: all {len(moved)} were damaged and moved to "
-                f"{os.path.join(self.workdir, rundir.CORRUPT)}; run again to start over from step 0, or restore a copy"
+                f"{self._path(rundir.CORRUPT)}; run again to start over from step 0, or restore a copy"
             )
         return None
 

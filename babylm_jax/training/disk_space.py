@@ -87,5 +87,5 @@ def space_errors(roots: tuple[str, ...], step: int | None = None) -> Iterator[No
             raise
         for root in roots:
             remove_temporaries(root)
-        free = min(shutil.disk_usage(root).free for root in roots if os.path.isdir(root))
+        free = min((shutil.disk_usage(root).free for root in roots if os.path.isdir(root)), default=0)
         raise _no_space(roots[0], step, None, free) from None

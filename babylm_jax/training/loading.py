@@ -53,20 +53,22 @@ def _restore_for_eval(root: str, step: int, target: TrainState) -> tuple[TrainSt
     return restored.state, dict(meta)
 
 
-def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = None) -> LoadedModel:
-    """Loads a run's config, tokenizer and params (EMA params when the run kept them)."""
+def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = None,
+                  checkpoints_at: str | None = None) -> LoadedModel:
+    """Loads a run's config, tokenizer and params (EMA params when the run kept them); the
+    checkpoints are in `checkpoints_at` (a remote workdir's URL), default in `workdir`."""
     workdir = os.path.abspath(workdir)
     config = load_config(workdir)
     tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
     if not os.path.isdir(tokenizer_dir):
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")
     with reading(workdir) as active:
-        root, step = _find_step(workdir, step)
+        root, step = _find_step(checkpoints_at or workdir, step)
         if active is not None and os.path.basename(root) != rundir.MILESTONES:
             raise WorkdirError(
                 f"a run is active in {workdir} ({active}) and rotates checkpoints/ as it goes, so step {step} may be "
                 f"deleted while it is read; wait for the run to finish, or pass --step with a word-milestone "
-                f"checkpoint (kept for good): {_milestone_steps(workdir) or 'none yet'}")
+                f"checkpoint (kept for good): {_milestone_steps(checkpoints_at or workdir) or 'none yet'}")
         target, model = abstract_state(config)
         state, meta = _restore_for_eval(root, step, target)
     has_ema = state.ema_params is not None

@@ -1,7 +1,10 @@
 """Setting up a training run: model, optimizer, data, mesh, state (fresh or restored), checkpointer.
 
     run_config, model, mesh, optimizer = checked_parts(config)   # every config key checked, nothing touched yet
-    run = setup_run(config, run_config, workdir, model, mesh, optimizer)   # everything the loop needs
+    run = setup_run(config, run_config, place, model, mesh, optimizer)   # everything the loop needs
+
+`place` (core.remote.RunPlace) is where the run lives: a local workdir, or a remote one (gs://...)
+with this host's mirror of its files; process 0 prepares the data, the others open what it prepared.
 """
 from __future__ import annotations
 
@@ -15,11 +18,12 @@ from jax.experimental import multihost_utils
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
-from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.corpus.prepare import open_prepared, prepare_corpus
 from babylm_jax.corpus import hanzi_labels
 from babylm_jax.model import attention, aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import writers
+from babylm_jax.core.remote import RunPlace
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer
@@ -32,7 +36,7 @@ class Run:
     """A run ready to train: its parts, its state, and how far it has come."""
 
     config: ml_collections.ConfigDict
-    workdir: str
+    place: RunPlace
     is_main: bool
     model: Transformer
     optimizer: optax.GradientTransformation
@@ -46,6 +50,16 @@ class Run:
     tokens_seen: int
     words_seen: float
     aux_objective: aux_heads.AuxObjective | None = None  # auxiliary heads (train.aux_heads)
+
+    @property
+    def workdir(self) -> str:
+        """This host's folder of the run: metrics, summaries and data are written here."""
+        return self.place.local
+
+    def push(self) -> None:
+        """Process 0 sends the run's new files to a remote workdir (nothing to do for a local one)."""
+        if self.is_main:
+            self.place.push()
 
 
 def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objectives.MaskingConfig:
@@ -94,12 +108,20 @@ def checked_parts(
     return run_config, model, mesh, optim.make_optimizer(run_config.train)
 
 
-def _train_data(run_config: RunConfig, workdir: str, is_main: bool) -> TrainData:
-    if jax.process_count() > 1:  # one process prepares the data; the others then find it cached
+def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainData:
+    """Process 0 prepares the data (and pushes it to a remote workdir); the others then open what it
+    prepared (pulled into their mirror), without reading the corpus's sources."""
+    prepared = None
+    if jax.process_count() > 1:
         if is_main:
-            prepare_corpus(run_config, workdir)
+            prepared = prepare_corpus(run_config, place.local)
+            place.push()
         multihost_utils.sync_global_devices("babylm_jax: data prepared")
-    data = build_train_data(run_config, workdir, process_index=jax.process_index(), process_count=jax.process_count())
+        if not is_main:
+            place.pull()
+            prepared = open_prepared(run_config, place.local)
+    data = build_train_data(run_config, place.local, process_index=jax.process_index(),
+                            process_count=jax.process_count(), prepared=prepared)
     if data.tokenizer.vocab_size > run_config.model.vocab_size:
         raise ValueError(
             f"config key model.vocab_size={run_config.model.vocab_size} is smaller than the tokenizer's "
@@ -108,29 +130,31 @@ def _train_data(run_config: RunConfig, workdir: str, is_main: bool) -> TrainData
     return data
 
 
-def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, workdir: str, model: Transformer,
+def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: RunPlace, model: Transformer,
               mesh: jax.sharding.Mesh, optimizer: optax.GradientTransformation) -> Run:
-    """Builds the data, state and checkpointer of the run in `workdir`, resuming from its newest
+    """Builds the data, state and checkpointer of the run at `place`, resuming from its newest
     valid checkpoint if any; config.json is written once the run has restored or started."""
     is_main = jax.process_index() == 0
     if is_main:
-        check_config(workdir, config)
-    data = _train_data(run_config, workdir, is_main)
+        place.pull()  # a run resumed on a fresh host: its config, metrics and data from the remote workdir
+        check_config(place.local, config, place.checkpoints_at)
+    data = _train_data(run_config, place, is_main)
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
-    checkpointer = Checkpointer(workdir, config.checkpoint.max_to_keep)
+    checkpointer = Checkpointer(place.checkpoints_at, config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
     restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1)
     if restored is not None:
         start_step, state, meta = restored
         tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
-            print(f"Resuming {workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
+            print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
     else:
         state = init_unboxed(jax.random.fold_in(jax.random.key(config.train.seed), 0))
     if is_main:
-        write_config(workdir, config)
-        metrics_lib.trim_metrics(workdir, start_step)
+        write_config(place.local, config)
+        metrics_lib.trim_metrics(place.local, start_step)
+        place.push()
     aux_objective = aux_heads.build_objective(
         config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size, config.model.family)
-    return Run(config, workdir, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
+    return Run(config, place, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
                state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 import ml_collections
+from etils import epath
 
 from babylm_jax.config.train import AUX_HEADS
 from babylm_jax.core import rundir
@@ -43,33 +44,35 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _saved_config(workdir: str) -> tuple[dict, str] | None:
-    """The run's config as saved (config.json, else the newest checkpoint's copy) and where it came from."""
+def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict, str] | None:
+    """The run's config as saved (config.json, else the newest checkpoint's copy in `checkpoints_at`,
+    default `workdir`) and where it came from."""
     path = os.path.join(workdir, rundir.CONFIG)
     if os.path.exists(path):
         saved = read_json(path, "restore it, or delete it to resume with the config the checkpoints hold")
         if not isinstance(saved, dict):
             raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
         return saved, path
-    for step, root in sorted(checkpoint_steps(workdir).items(), reverse=True):
-        meta_path = os.path.join(root, str(step), "meta", "metadata")
+    for step, root in sorted(checkpoint_steps(checkpoints_at or workdir).items(), reverse=True):
+        meta_path = epath.Path(root) / str(step) / "meta" / "metadata"
         try:
-            saved = read_json(meta_path, "a damaged checkpoint").get("config")
+            saved = json.loads(meta_path.read_text()).get("config")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(saved, dict):
-            return saved, meta_path
+            return saved, str(meta_path)
     return None
 
 
-def check_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Where the workdir holds checkpoints, refuses a config that cannot resume them, by key name.
+def check_config(workdir: str, config: ml_collections.ConfigDict, checkpoints_at: str | None = None) -> None:
+    """Where the workdir holds checkpoints (in `checkpoints_at`, default `workdir`), refuses a config
+    that cannot resume them, by key name.
 
     Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
     """
-    if not checkpoint_steps(workdir):
+    if not checkpoint_steps(checkpoints_at or workdir):
         return
-    found = _saved_config(workdir)
+    found = _saved_config(workdir, checkpoints_at)
     if found is None:
         return  # checkpoints of an older version without a config copy: the restore checks shapes
     saved, source = found

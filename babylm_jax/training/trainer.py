@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
+from etils import epath
 from tqdm import tqdm
 
 from babylm_jax.core.atomic import atomic_write_json
@@ -35,6 +36,8 @@ from babylm_jax.training.curricula import mask_rate_at, seq_len_at
 from babylm_jax.training.milestones import WordMilestones
 from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
+from babylm_jax.core import remote
+from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import workdir_lock
 from babylm_jax.training.state import TrainState
 from babylm_jax.training.task_curves import TaskCurves
@@ -178,12 +181,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     `preemption.Stopped` once the checkpoint is written.
     """
     maybe_initialize_distributed(config)
-    workdir = os.path.abspath(rundir.local_path(workdir, "--workdir"))
+    place = RunPlace.reached(workdir)
     run_config, model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
-    # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock.
-    with workdir_lock(workdir, "train") if jax.process_index() == 0 else contextlib.nullcontext():
+    # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock
+    # (on a remote workdir, the lock of its mirror on process 0's host).
+    is_main = jax.process_index() == 0
+    with workdir_lock(place.local, "train") if is_main else contextlib.nullcontext():
+        if is_main and place.mirror is not None:
+            print(f"{place.workdir}: a remote workdir holds no lock, so process 0 owns the run and nothing refuses "
+                  f"a second run on it; this host's copy of its files: {place.local}", flush=True)
         with StopSignals() as stop:
-            run = setup_run(config, run_config, workdir, model, mesh, optimizer)
+            run = setup_run(config, run_config, place, model, mesh, optimizer)
             stop.defer()  # from here a signal ends the run at the end of its current step
             return _train(run, stop_at_step, stop)
 
@@ -236,14 +244,16 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         run.checkpointer.close()
     if stopped_at is not None:
         writer.close()
+        run.push()
         raise stop.stopped(
             f"stopped by {stop.signal_name} after step {stopped_at}; its checkpoint is in "
-            f"{os.path.join(run.workdir, rundir.CHECKPOINTS, str(stopped_at))}: run the same command to resume"
+            f"{run.place.checkpoints_at}/{rundir.CHECKPOINTS}/{stopped_at}: run the same command to resume"
         )
     summary = _summary(run, logger, evaluator, last_step, time.perf_counter() - run_start, programs)
     if run.is_main:
         _write_summary(run, writer, summary)
     writer.close()
+    run.push()  # summary.json, learning_curves.png and the last events, to a remote workdir
     return summary
 
 
@@ -273,7 +283,7 @@ def _write_summary(run: Run, writer: writers.RunWriters, summary: dict) -> None:
     writer.summary({"summary": summary, "budget": _budget(run.workdir)})
     metrics_lib.plot_learning_curves(run.workdir)
     print(format_summary(summary))
-    print(format_outputs(run.workdir))
+    print(format_outputs(run.place))
 
 
 def _budget(workdir: str) -> dict:
@@ -339,7 +349,9 @@ def _save(run: Run, logger: metrics_lib.StepLogger, step: int, milestone: bool =
     meta = {"step": step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen,
             "config": json.loads(run.config.to_json_best_effort())}
     run.checkpointer.save(step, run.state, run.data.train_iterator, meta, milestone=milestone)
-    logger.restart_window()  # the save's time is not training time
+    logger.writer.flush()
+    run.push()  # metrics and event files up to this checkpoint, to a remote workdir
+    logger.restart_window()  # the save's time and the push's are not training time
 
 
 def _summary(run: Run, logger: metrics_lib.StepLogger, evaluator: RunEvaluator, last_step: int, wall: float,
@@ -375,14 +387,17 @@ RUN_OUTPUTS = (  # (path in the workdir, what it holds), listed at the end of a 
 )
 
 
-def format_outputs(workdir: str) -> str:
+def format_outputs(place: RunPlace) -> str:
     """Where the run's outputs are, and the commands that take them further."""
-    rows = [(os.path.join(workdir, name), what) for name, what in RUN_OUTPUTS if os.path.exists(os.path.join(workdir, name))]
+    def exists(name: str) -> bool:  # checkpoints may be in a remote workdir, the rest is in this host's folder
+        return (epath.Path(place.checkpoints_at if name in remote.REMOTE_ONLY else place.local) / name).exists()
+
+    rows = [(f"{place.workdir}/{name}", what) for name, what in RUN_OUTPUTS if exists(name)]
     width = max((len(path) for path, _ in rows), default=0)
     return "\n".join(
         ["Outputs"] + [f"  {path.ljust(width)}  {what}" for path, what in rows]
-        + ["Next", f"  python -m babylm_jax.evaluate --workdir {workdir} --data_dir DATA_DIR",
-           f"  python -m babylm_jax.export --workdir {workdir} --output {os.path.join(workdir, 'hf')}"])
+        + ["Next", f"  python -m babylm_jax.evaluate --workdir {place.workdir} --data_dir DATA_DIR",
+           f"  python -m babylm_jax.export --workdir {place.workdir} --output {os.path.join(place.local, 'hf')}"])
 
 
 def format_summary(s: dict) -> str:
