@@ -126,3 +126,18 @@ def test_training_on_a_remote_workdir_resumes_on_a_fresh_host(bucket, tiny_corpu
     assert json.loads((out / "config.json").read_text())["vocab_size"] == config.model.vocab_size
     with pytest.raises(rundir.WorkdirError, match="--output=gs://bkt/hf: a remote path"):
         export.main(["export", "--workdir", url, "--output", "gs://bkt/hf"])
+
+
+def test_prepare_on_a_remote_workdir_pushes_what_it_made(bucket, tmp_path, monkeypatch):
+    from etils import epath
+
+    from babylm_jax import prepare
+
+    monkeypatch.setenv("BABYLM_CACHE_DIR", str(tmp_path / "host"))
+    configs = pathlib.Path(__file__).parents[1] / "configs"
+    url = f"{bucket}/runs/prepared"
+    prepare.main(["prepare", f"--config={configs / 'base.py'}", f"--workdir={url}", "--config.data.max_documents=200"])
+    listed = remote.Mirror(url, tmp_path / "elsewhere").remote_files()
+    assert {rundir.BUDGET, rundir.PREPARED, f"{rundir.TOKENIZER}/fingerprint.txt"} <= set(listed)
+    mirror = remote.mirror_folder(url)
+    assert epath.Path(url, rundir.BUDGET).read_text() == (mirror / rundir.BUDGET).read_text()

@@ -17,17 +17,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
 import shutil
-from typing import Any
+from typing import Any, BinaryIO
 
+from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, is_leftover
 
 FILE_LIST = ".babylm_files.json"  # in the remote workdir: what the mirror pushed
-LOCAL_ONLY = (".lock", "wandb")  # never leave the host: the lock, and W&B's own folder (W&B uploads it)
-REMOTE_ONLY = ("checkpoints", "milestones", "checkpoints_corrupt")  # orbax writes these to the remote itself
+LOCAL_ONLY = (rundir.LOCK_FILE, rundir.WANDB)  # never leave the host: the lock, W&B's own folder (W&B uploads it)
+REMOTE_ONLY = (rundir.CHECKPOINTS, rundir.MILESTONES, rundir.CORRUPT)  # orbax writes these to the remote itself
 _BLOCK = 1 << 24
 
 
@@ -178,7 +180,8 @@ class Mirror:
         for name in self.local_files():
             record = {"bytes": (self.local / name).stat().st_size, "sha256": self._digest(name)}
             if listed.get(name) != record:
-                self._send(name)
+                with open(self.local / name, "rb") as source:
+                    self._upload(name, source)
                 sent.append(name)
             files[name] = record
         for name in sorted(set(listed) - set(files)):
@@ -190,24 +193,17 @@ class Mirror:
             except Exception as error:  # noqa: BLE001
                 raise RemoteError(f"cannot delete {self.remote / name}: {type(error).__name__}: {error}") from None
         if files != listed:
-            self._write(FILE_LIST, json.dumps(files, indent=1, sort_keys=True).encode())
+            self._upload(FILE_LIST, io.BytesIO(json.dumps(files, indent=1, sort_keys=True).encode()))
         return sent
 
-    def _send(self, name: str) -> None:
+    def _upload(self, name: str, source: BinaryIO) -> None:
+        """Writes `source` to the remote file `name` (one object: readers see all of it or none)."""
         target = self.remote / name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.local / name, "rb") as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst, _BLOCK)
-        except Exception as error:  # noqa: BLE001
-            raise RemoteError(f"cannot write {target}: {type(error).__name__}: {error}") from None
-
-    def _write(self, name: str, data: bytes) -> None:
-        target = self.remote / name
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        except Exception as error:  # noqa: BLE001
+            with target.open("wb") as dst:
+                shutil.copyfileobj(source, dst, _BLOCK)
+        except Exception as error:  # noqa: BLE001 - each filesystem raises its own errors
             raise RemoteError(f"cannot write {target}: {type(error).__name__}: {error}") from None
 
 
@@ -255,7 +251,7 @@ def readable_run(workdir: str | os.PathLike, needed: tuple[str, ...]) -> RunPlac
     place = RunPlace.reached(workdir)
     if place.mirror is not None:
         place.pull(needed)
-        if not (place.mirror.local / "config.json").is_file():
+        if not (place.mirror.local / rundir.CONFIG).is_file():
             raise RemoteError(f"--workdir={place.workdir} holds no config.json in {FILE_LIST}: not a babylm_jax run, "
                               "or its train has not written it yet")
     return place

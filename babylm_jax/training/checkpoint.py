@@ -161,8 +161,8 @@ class Checkpointer:
     checkpoints/ and milestones/ (`root`: a local folder or a remote workdir's URL)."""
 
     def __init__(self, root: str, max_to_keep: int):
-        self.workdir = root if remote.is_remote(root) else os.path.abspath(root)
         self.is_remote = remote.is_remote(root)
+        self.workdir = root if self.is_remote else os.path.abspath(root)
         disk_space.quiet_orbax_space_logs()
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True)
         self.rolling = ocp.CheckpointManager(self._path(rundir.CHECKPOINTS), options=options)
