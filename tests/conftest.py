@@ -7,6 +7,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(__import__("tempfile").gettempdir(), "babylm_jax_test_xla_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+from fixtures.fake_gcs import OFFLINE_CLIENTS  # noqa: E402  (before gcsfs and fsspec are imported)
+
+os.environ.update(OFFLINE_CLIENTS)
 
 import pathlib  # noqa: E402
 

@@ -178,6 +178,7 @@ def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
     finish([launch(tmp_path / "one", 1, 0)])
     mirrors = [host / "workdirs" / "gs" / "pod" / "run" for host in hosts]
     assert "a remote workdir holds no lock, so process 0 owns the run" in remote_outputs[0]
+    assert not any("credentials" in out for out in remote_outputs)  # no client looked beyond the fake
     assert (mirrors[1] / "data" / "prepared.json").is_file() and not (mirrors[1] / "metrics.jsonl").exists()
     assert not any((m / "checkpoints").exists() for m in mirrors)  # checkpoints live in the bucket only
     one = read_metrics(tmp_path / "one")[0]
