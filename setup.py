@@ -31,9 +31,11 @@ setup(
         "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
-        # the remote-workdir tests run against a fake GCS on localhost (gcp-storage-emulator)
+        # the remote-workdir tests run against a fake GCS on localhost (gcp-storage-emulator); the
+        # AOT test compiles for a TPU topology with libtpu where it has wheels (Linux x86_64, ~210 MB)
         "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", "gcsfs>=2024.2",
-                 "gcp-storage-emulator==2026.7.19", *HANZI],  # the fake patches its download handler
+                 "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
+                 "jax[tpu]>=0.4.35; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "hanzi": HANZI,
         "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
         "wandb": ["wandb>=0.18"],  # train.writers "wandb"
