@@ -122,12 +122,12 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     output = tmp_path / "official" / "results.json"
     evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(OFFICIAL_LAYOUT), "--tasks", "zhoblimp,tnews",
                    "--output", str(output), "--limit", "2", f"--config.finetune.protocol={submitted}",
-                   "--config.finetune.length_buckets=32", "--config.finetune.progress=False"])
+                   "--config.finetune.eval_rows=8", "--config.finetune.progress=False"])
     printed = capsys.readouterr().out
     assert "data: official pipeline layout (full_eval/ under" in printed
     assert set(json.loads(output.read_text())) == {"zhoblimp", "tnews"}
     details = json.loads(output.with_name("results_details.json").read_text())
-    used = {"lr": 1e-4, "batch_size": 4, "max_epochs": 1, "sequence_length": 32, "seed": 42}
+    used = {"lr": 1e-4, "batch_size": 4, "max_epochs": 1, "sequence_length": 32, "seed": 42, "train_examples": 0}
     assert details["metadata"]["finetune_settings"] == {"tnews": used}
     assert details["metadata"]["finetune_protocol"] == str(submitted) and details["metadata"]["data_layout"] == "official"
     assert len(details["tasks"]["tnews"]["dev_accuracy_per_epoch"]) == 1  # the override's one epoch

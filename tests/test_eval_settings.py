@@ -135,8 +135,16 @@ def test_a_fine_tuning_protocol_by_name_or_config_yaml(tmp_path):
     with pytest.raises(ValueError, match=r"config key finetune.protocol=.*missing.yaml.*does not exist"):
         EvalSettings.from_config(config)
     config.finetune.protocol = "offical"
-    with pytest.raises(ValueError, match=r"finetune.protocol='offical': .*use one of \['eval_finetuning_sh', 'official'\]"):
+    with pytest.raises(ValueError, match=r"finetune.protocol='offical': .*use one of \['eval_finetuning_sh', 'official', 'quick'\]"):
         EvalSettings.from_config(config)
+    config.finetune.protocol = "quick"
+    quick = EvalSettings.from_config(config).finetune
+    assert {(o.epochs, o.train_examples, o.batch_size) for t, o in quick.items() if t != "cluewsc2020"} == {(2, 3000, 32)}
+    assert (quick["cluewsc2020"].epochs, quick["cluewsc2020"].train_examples) == (6, 3000)
+    yaml_path.write_text("finetune_hparams:\n  max_epochs: 3\n  wsc_epochs: 12\n")  # the pipeline's key before 2026-06-05
+    config.finetune.protocol = str(yaml_path)
+    legacy = EvalSettings.from_config(config).finetune
+    assert (legacy["cluewsc2020"].epochs, legacy["afqmc"].epochs, legacy["afqmc"].train_examples) == (12, 3, 0)
     yaml_path.write_text("finetune_hparams:\n  batch_size: 0\n")
     config.finetune.protocol = str(yaml_path)
     with pytest.raises(ValueError, match=r"finetune_hparams.batch_size: 0 must be positive"):

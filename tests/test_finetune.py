@@ -1,5 +1,5 @@
-"""Fine-tuning: pooling with left/right padding, learning separable tasks, multiple choice,
-determinism, and the registry runner end to end on the fixtures."""
+"""Fine-tuning: packed rows against one example at a time, the official head and schedule, learning
+separable tasks, multiple choice, determinism, and the registry runner end to end on the fixtures."""
 import dataclasses
 import pathlib
 import types
@@ -12,7 +12,7 @@ import pytest
 
 from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval import clue, finetune, runner
+from babylm_jax.eval import clue, finetune, finetune_packing as packing, runner
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
@@ -33,7 +33,7 @@ TOKENIZER = CharTokenizer(sorted(set(
     FILLER + "甲乙丙好哪个" + "".join(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.json")))
 )), byte_fallback=False)
 FAST = dataclasses.replace(default_settings().finetune["afqmc"], learning_rate=3e-3, batch_size=16, epochs=6,
-                           max_len=24, warmup_ratio=0.1, length_buckets=(), progress=False)
+                           max_len=24, warmup_ratio=0.1, eval_rows=8, progress=False)
 
 
 def separable_pairs(n: int, seed: int) -> list[clue.Example]:
@@ -69,51 +69,67 @@ def model_and_params(family: str, num_outputs: int, multiple_choice: bool):
     return body, model, {"params": {"body": body_params["params"], "head": head}}
 
 
-def test_pool_index_with_left_and_right_padding():
-    mask = jnp.array([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 0, 0]])
-    assert finetune.pool_index(mask, last=True).tolist() == [2, 4, 4, 2]
-    assert finetune.pool_index(mask, last=False).tolist() == [0, 2, 0, 1]
-    assert finetune.positions_from_mask(mask)[1].tolist() == [0, 0, 0, 1, 2]
+def alone_logits(body, params, row: list[int], last: bool) -> np.ndarray:
+    """The slow reference: one input row alone, unpadded, through the body and the head."""
+    tokens = jnp.asarray([row])
+    hidden, _ = body.apply({"params": params["params"]["body"]}, tokens, jnp.ones_like(tokens),
+                           method=Transformer.encode)
+    pooled = hidden[0, len(row) - 1 if last else 0]
+    return np.asarray(finetune.ClassifierHead(3).apply({"params": params["params"]["head"]}, pooled[None])[0])
+
+
+def random_rows(count: int, options: int, seed: int) -> clue.EncodedSplit:
+    rng = np.random.default_rng(seed)
+    ids = [[list(rng.integers(7, 20, size=rng.integers(3, 12))) for _ in range(options if options == 1 else 2 + i % 3)]
+           for i in range(count)]
+    return clue.EncodedSplit(ids, [0] * count, 0)
 
 
 @pytest.mark.parametrize("family", ["causal", "mlm"])
-def test_head_reads_the_right_token_with_left_and_right_padding(family):
+def test_packed_rows_give_every_example_the_logits_it_gets_alone(family):
     body, model, params = model_and_params(family, 3, False)
-    row = [5, 9, 10, 11, 6]
-    tokens = jnp.array([[row + [0, 0]], [[0, 0] + row]])
-    mask = jnp.array([[[1] * 5 + [0, 0]], [[0, 0] + [1] * 5]], bool)
-
-    @jax.jit
-    def logits_and_reference(params):
-        logits = model.apply(params, tokens, mask)
-        # Reference: the right-padded row's hidden state at token 0 (encoders) or token 4 (causal).
-        hidden, _ = body.apply({"params": params["params"]["body"]}, tokens[:, 0], mask[:, 0].astype(jnp.int32),
-                               method=Transformer.encode)
-        read = hidden[0, 4 if family == "causal" else 0]
-        return logits, finetune.ClassifierHead(3).apply({"params": params["params"]["head"]}, read[None])[0]
-
-    logits, expected = logits_and_reference(params)
-    np.testing.assert_allclose(logits[0], logits[1], atol=1e-5)
-    np.testing.assert_allclose(logits[0], expected, atol=1e-5)
+    split, last = random_rows(12, 1, 0), family == "causal"
+    batches = [*packing.eval_batches(split, 32, 4, 16, 1, last),
+               *packing.TrainPlan(split, 6, 32, 2, seed=0, epochs=1).batches(0, 1, last)]
+    apply = jax.jit(lambda b: finetune._logits(model, params["params"], b))
+    for batch in batches:
+        assert batch["tokens"].shape[0] < (batch["index"] >= 0).sum()  # several examples share a row
+        logits = np.asarray(apply(batch))
+        for slot, i in enumerate(batch["index"]):
+            if i >= 0:
+                np.testing.assert_allclose(logits[slot], alone_logits(body, params, split.ids[i][0], last), atol=2e-5)
 
 
-def test_multiple_choice_scores_options_independently():
-    """An option's score depends neither on the other options nor on their order; missing options lose."""
-    _, model, params = model_and_params("mlm", 1, True)
-    rng = np.random.default_rng(0)
-    mask = np.ones((2, 4, 6), bool)
-    mask[0, 2:] = False  # item 0 has 2 options
-    mask[1, :, 4:] = False  # item 1 has 4 options of 4 tokens
-    tokens = rng.integers(7, 20, size=(2, 4, 6)) * mask
-    apply = jax.jit(lambda t, m: model.apply(params, t, m))
-    logits = np.asarray(apply(tokens, mask))
-    assert logits.shape == (2, 4) and (logits[0, 2:] <= finetune.NEG_INF).all()
-    perm = [3, 1, 0, 2]
-    permuted = np.asarray(apply(tokens[:, perm], mask[:, perm]))
-    np.testing.assert_allclose(permuted[1], logits[1, perm], atol=1e-5)
-    alone = mask.copy()
-    alone[1, [0, 2, 3]] = False  # keep only option 1 of item 1
-    np.testing.assert_allclose(apply(tokens * alone, alone)[1, 1], logits[1, 1], atol=1e-5)
+def test_multiple_choice_scores_each_option_as_it_scores_alone():
+    """An option's score depends neither on the other options nor on its neighbours in the row; missing options lose."""
+    body, model, params = model_and_params("mlm", 1, True)
+    split = random_rows(9, 4, 1)
+    (batch,) = packing.eval_batches(split, 64, 8, 9, 4, last=False)
+    logits = np.asarray(jax.jit(lambda b: finetune._logits(model, params["params"], b))(batch))
+    head_1 = finetune.ClassifierHead(1)
+    for slot, i in enumerate(batch["index"]):
+        options = split.ids[i]
+        assert (logits[slot, len(options):] <= finetune.NEG_INF).all()
+        for c, row in enumerate(options):
+            tokens = jnp.asarray([row])
+            hidden, _ = body.apply({"params": params["params"]["body"]}, tokens, jnp.ones_like(tokens),
+                                   method=Transformer.encode)
+            alone = head_1.apply({"params": params["params"]["head"]}, hidden[:, 0])[0, 0]
+            np.testing.assert_allclose(logits[slot, c], alone, atol=2e-5)
+
+
+def test_the_official_head_and_schedule():
+    head = finetune.ClassifierHead(3).init(jax.random.PRNGKey(0), jnp.zeros((1, 64)))["params"]
+    assert set(head) == {"dense", "out"}  # LayerNorms without scale or bias
+    bound = 1 / np.sqrt(64)  # nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), weights and biases
+    for leaf in jax.tree.leaves(head):
+        assert np.abs(leaf).max() <= bound and np.abs(leaf).max() > 0.8 * bound
+    options = dataclasses.replace(FAST, learning_rate=1.0, warmup_ratio=0.06, min_lr_ratio=0.1)
+    rates = finetune.learning_rates(options, 100)
+    # evaluation_pipeline/finetune/utils.py's lambda, written out: warmup int(0.06 * 100) = 6 steps
+    expected = [s / 6 if s < 6 else max(0.1, 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * (s - 6) / 94))) for s in range(100)]
+    np.testing.assert_allclose(rates, expected, rtol=1e-6)
+    assert rates[0] == 0 and rates[6] == 1 and abs(rates[-1] - 0.1) < 1e-3
 
 
 def run(family: str, train, dev, options=FAST):

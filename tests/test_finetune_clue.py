@@ -1,4 +1,4 @@
-"""Fine-tuning task readers, label maps, input layout and length-bucketed batches (no model)."""
+"""Fine-tuning task readers, label maps, input layout and packed batches (no model)."""
 import json
 import pathlib
 import types
@@ -6,7 +6,7 @@ import types
 import numpy as np
 import pytest
 
-from babylm_jax.eval import clue, finetune
+from babylm_jax.eval import clue, finetune, finetune_packing as packing
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
 
@@ -109,31 +109,78 @@ def test_input_layout_and_truncation():
     assert split.ids[0] == [[5, 10, 11, 6, 12, 6]] and split.ids[1] == [[5, 10, 11, 6, 12, 6]]
 
 
-def test_batches_cover_every_example_once_in_fixed_bucket_shapes():
-    lengths = finetune.bucket_lengths(24, (8, 16, 64))
-    assert lengths == (8, 16, 24)
-    rng = np.random.default_rng(0)
-    ids = [[list(range(7, 7 + n)) for _ in range(1 + i % 3)] for i, n in enumerate(rng.integers(2, 25, size=37))]
-    split = clue.EncodedSplit(ids, [i % 2 for i in range(37)], 0)
-    for shuffle in (None, np.random.default_rng(1)):
-        batches = finetune.make_batches(split, 4, lengths, 3, shuffle)
+def random_split(count: int, max_len: int, seed: int = 0) -> clue.EncodedSplit:
+    """Examples of 1-3 input rows of 2..max_len distinct-looking ids."""
+    rng = np.random.default_rng(seed)
+    ids = [[list(rng.integers(7, 50, size=n)) for n in rng.integers(2, max_len + 1, size=1 + i % 3)]
+           for i in range(count)]
+    return clue.EncodedSplit(ids, [i % 2 for i in range(count)], 0)
+
+
+def unpack(batch: dict, split: clue.EncodedSplit, last: bool) -> list[int]:
+    """Checks every slot of a packed batch against the split, by hand; the example indices it holds."""
+    length = batch["tokens"].shape[1]
+    seen = []
+    for slot, i in enumerate(batch["index"]):
+        if i < 0:
+            assert not batch["present"][slot].any()
+            continue
+        seen.append(int(i))
+        assert batch["labels"][slot] == split.labels[i]
+        assert batch["present"][slot].sum() == len(split.ids[i])
+        for c, expected in enumerate(split.ids[i]):
+            row, at = divmod(int(batch["pool"][slot, c]), length)
+            members = np.flatnonzero(batch["segments"][row] == batch["segments"][row, at])
+            assert batch["segments"][row, at] > 0 and list(batch["tokens"][row, members]) == list(expected)
+            assert (np.diff(members) == 1).all()  # one contiguous segment
+            assert list(batch["positions"][row, members]) == list(range(len(expected)))
+            assert at == (members[-1] if last else members[0])  # the pooled token: the last, or the first
+    assert not batch["tokens"][batch["segments"] == 0].any()  # padding is pad ids
+    return seen
+
+
+@pytest.mark.parametrize("last", [True, False])
+def test_train_batches_hold_exactly_batch_size_examples_and_drop_the_rest(last):
+    split = random_split(37, 24)
+    plan = packing.TrainPlan(split, 8, 24, 4, seed=1, epochs=2)
+    assert len(plan.members) == 2 and plan.shapes and all(r % 4 == 0 for r in plan.shapes)
+    epochs = [list(plan.batches(epoch, 3, last)) for epoch in range(2)]
+    for batches in epochs:
+        assert len(batches) == 37 // 8 == packing.steps_per_epoch(37, 8)
         seen = []
         for batch in batches:
-            b, c, length = batch["tokens"].shape
-            assert (b, c) == (4, 3) and length in lengths
-            for slot, i in enumerate(batch["index"]):
-                if i < 0:
-                    assert not batch["mask"][slot].any()
-                    continue
-                seen.append(i)
-                assert batch["labels"][slot] == split.labels[i]
-                for row, expected in enumerate(ids[i]):
-                    assert batch["mask"][slot, row].sum() == len(expected)
-                    assert list(batch["tokens"][slot, row, : len(expected)]) == expected
-                    # the smallest bucket that fits the example's longest row
-                    assert length == min(x for x in lengths if x >= max(len(r) for r in ids[i]))
-                assert not batch["mask"][slot, len(ids[i]):].any()
-        assert sorted(seen) == list(range(37))
+            assert batch["tokens"].shape[0] in plan.shapes and batch["tokens"].shape[1] == 24
+            assert batch["pool"].shape == (8, 3) and (batch["index"] >= 0).all()
+            seen += unpack(batch, split, last)
+        assert len(seen) == len(set(seen)) == 32  # 5 examples dropped this epoch, as drop_last does
+    assert [b["index"].tolist() for b in epochs[0]] != [b["index"].tolist() for b in epochs[1]]
+    again = packing.TrainPlan(split, 8, 24, 4, seed=1, epochs=2)  # the same seed, the same batches
+    assert [b["index"].tolist() for b in again.batches(1, 3, last)] == [b["index"].tolist() for b in epochs[1]]
+    # A split smaller than one batch still trains: one batch of all of it.
+    small = random_split(5, 24)
+    (batch,) = packing.TrainPlan(small, 8, 24, 1, seed=0, epochs=1).batches(0, 3, last)
+    assert sorted(unpack(batch, small, last)) == list(range(5))
+
+
+def test_rare_row_counts_are_padded_to_a_shape_in_use():
+    lengths = [20] * 63 + [3]  # every batch of 4 needs 4 rows of 24, but the one holding the short row needs 3
+    split = clue.EncodedSplit([[[7] * n] for n in lengths], [0] * 64, 0)
+    plan = packing.TrainPlan(split, 4, 24, 1, seed=0, epochs=10, min_share=0.1)  # 3 rows: 1 step in 16
+    assert plan.shapes == [4]
+    assert {b["tokens"].shape[0] for e in range(10) for b in plan.batches(e, 1, True)} == {4}
+    assert len(packing.TrainPlan(split, 4, 24, 1, seed=0, epochs=10, min_share=0.0).shapes) > 1
+
+
+def test_packing_fills_rows_and_eval_batches_share_one_shape():
+    split = random_split(200, 20, seed=3)
+    batches = packing.eval_batches(split, 32, 8, 40, 3, last=True)
+    assert {b["tokens"].shape for b in batches} == {(8, 32)} and {b["pool"].shape for b in batches} == {(40, 3)}
+    seen = [i for b in batches for i in unpack(b, split, True)]
+    assert sorted(seen) == list(range(200))
+    real, rows = packing.padded_tokens(batches)
+    assert real == sum(len(r) for rows_ in split.ids for r in rows_) and real / rows > 0.8
+    with pytest.raises(ValueError, match="cannot hold an example of 3 input rows"):
+        packing.eval_batches(split, 32, 2, 40, 3, last=True)
 
 
 def test_real_data_counts(data_dir):

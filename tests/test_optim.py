@@ -60,14 +60,19 @@ def _decayed_leaves(optimizer: optax.GradientTransformation, params: dict) -> se
     return {jax.tree_util.keystr(path) for path, flag in moved if flag}
 
 
+def test_finetuning_decays_every_parameter_as_torch_adamw_does():
+    params = jax.tree.map(lambda x: x + 1.0, _model_params(False))  # no leaf at zero, where decay cannot move it
+    for clip in (0.0, 1.0):
+        optimizer = finetune.make_optimizer(finetune.StepSettings(weight_decay=0.5, max_grad_norm=clip))
+        every = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
+        assert _decayed_leaves(optimizer, params) == every
+
+
 @pytest.mark.parametrize("scan_layers", [False, True])
-@pytest.mark.parametrize("name", ["adamw", "lamb", "finetune"])
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_weight_decay_reaches_matmul_kernels_only(name, scan_layers):
     params = _model_params(scan_layers)
-    if name == "finetune":
-        optimizer = finetune.make_optimizer(finetune.StepSettings(weight_decay=0.5, max_grad_norm=1.0))
-    else:
-        optimizer = optim.make_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
+    optimizer = optim.make_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
     decayed = _decayed_leaves(optimizer, params)
     kernels = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
                if jax.tree_util.keystr(p).endswith("['kernel']")}

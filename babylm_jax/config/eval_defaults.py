@@ -42,23 +42,28 @@ def _finetune() -> ml_collections.ConfigDict:
     """`finetune.*`: the official protocol for every task, with per-task overrides."""
     finetune = ml_collections.ConfigDict()
     finetune.learning_rate = 3e-5  # AdamW (b2 0.999, eps 1e-8)
-    finetune.batch_size = 32
+    finetune.batch_size = 32  # examples a step; the last partial batch of an epoch is dropped, as officially
     finetune.epochs = 10
     finetune.max_len = 128  # tokens per input row, special tokens included
-    finetune.warmup_ratio = 0.06  # linear warmup share of the steps, then cosine to 0
-    finetune.weight_decay = 0.01  # matmul kernels only
-    finetune.max_grad_norm = 1.0  # Hugging Face Trainer's default clipping
+    finetune.warmup_ratio = 0.06  # linear warmup share of the steps, then cosine
+    finetune.min_lr_ratio = 0.1  # the cosine ends at this share of the peak (the official min_factor)
+    finetune.weight_decay = 0.01  # on every parameter, as torch.optim.AdamW over model.parameters()
+    finetune.max_grad_norm = 0.0  # global-norm clipping; 0 = none (the official trainer clips nothing)
     finetune.head_dropout = 0.1
     finetune.seed = 42
-    finetune.length_buckets = (32, 64, 128)  # padded row lengths (one compile each); max_len is one
+    finetune.train_examples = 0  # 0 = the whole training split; N = a fixed, evenly spaced N of it
+    finetune.rows_multiple = 2  # packed training rows per step rounded up to a multiple (fewer compiles)
+    finetune.eval_rows = 64  # packed rows of max_len tokens per evaluation batch
     finetune.progress = True  # a progress bar per task
     finetune.tasks = ml_collections.ConfigDict()
     for task in task_names("finetune"):
         finetune.tasks[task] = ml_collections.ConfigDict(
             {key: placeholder(type(value)) for key, value in finetune.items() if key != "tasks"})
     finetune.tasks.cluewsc2020.epochs = 30
-    # A protocol by name, "official" (the values above) or "eval_finetuning_sh" (the older script: batch
-    # 64, 5 epochs, cluewsc2020 5, length 512), or the path of an official pipeline config.yaml: its
+    # A protocol by name, "official" (the values above), "quick" (babylm_jax's CPU check: 2 epochs over at
+    # most 3,000 training examples, cluewsc2020 6 over all 1,244; full dev splits; not comparable with
+    # official scores) or "eval_finetuning_sh" (the older script: batch 64, 5 epochs, cluewsc2020 5,
+    # length 512), or the path of an official pipeline config.yaml: its
     # finetune_hparams and task_overrides then set each task's learning_rate, batch_size, epochs,
     # max_len and seed (over the keys above). "" = the keys above. The config.yaml that reproduces
     # the settings used is written beside results.json either way.

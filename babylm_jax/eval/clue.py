@@ -210,10 +210,13 @@ def evenly_spaced(examples: list[Example], limit: int | None) -> list[Example]:
     return [examples[i] for i in np.linspace(0, len(examples) - 1, limit).round().astype(int)]
 
 
-def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = None) -> ClueTask:
-    """Reads task `name` under `data_dir` (either layout); `limit` keeps N evenly spaced examples per split."""
+def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = None,
+                   train_examples: int | None = None) -> ClueTask:
+    """Reads task `name` under `data_dir` (either layout); `limit` keeps N evenly spaced examples per split,
+    `train_examples` N of the training split (a fixed subset, the same every run)."""
     task = _load_full_task(pathlib.Path(data_dir), name)
-    return dataclasses.replace(task, train=evenly_spaced(task.train, limit), dev=evenly_spaced(task.dev, limit))
+    train = evenly_spaced(evenly_spaced(task.train, limit), train_examples)
+    return dataclasses.replace(task, train=train, dev=evenly_spaced(task.dev, limit))
 
 
 _LABELS = {"afqmc": AFQMC_LABELS, "ocnli": NLI_LABELS, "tnews": TNEWS_LABELS, "cluewsc2020": WSC_LABELS}

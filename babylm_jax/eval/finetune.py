@@ -1,23 +1,29 @@
 """Fine-tuning track: the official classifier head on the pretrained body, one training loop.
 
 The fine-tuned model is the pretrained `Transformer` (via `Transformer.encode`, all of its
-parameters trained) plus `ClassifierHead`: LayerNorm -> Dense -> GELU -> LayerNorm ->
-Dropout(0.1) -> Dense, read at the first real token (mlm/hybrid) or at the last real token
-(causal), both found from the attention mask. Classification and multiple choice share the
-loop: a batch is [B, C, L] rows (C = 1 for classification, one row per option otherwise);
-options are scored by the shared head and compared by softmax.
+parameters trained) plus `ClassifierHead`, the official pipeline's head
+(evaluation_pipeline/finetune/classifier_model.py): LayerNorm without scale or bias ->
+Linear -> GELU -> LayerNorm -> Dropout(0.1) -> Linear, PyTorch's initialisation, read at
+an input row's first token (mlm/hybrid) or its last (causal). Classification and multiple
+choice share the loop: an example has one input row, or one per option scored by the shared
+head and compared by softmax.
 
-Official protocol: AdamW lr 3e-5, batch 32, 10 epochs (cluewsc2020 30), max length 128,
-6% warmup then cosine, weight decay 0.01, seed 42 (configs/eval.py, `finetune.*`); score =
-dev accuracy at the best epoch.
-Rows are padded to a few length buckets, so a task compiles one train and one eval
-step per bucket; batches are split over a data-parallel mesh of the local devices.
+Official protocol (its trainer.py, utils.py): AdamW lr 3e-5 (b2 0.999, eps 1e-8, weight
+decay 0.01 on every parameter, no gradient clipping), batch 32 with the last partial batch
+dropped, 10 epochs (cluewsc2020 30), max length 128, linear warmup over 6% of the steps then
+cosine down to 0.1 x the peak, seed 42 (configs/eval.py, `finetune.*`); score = dev accuracy
+at the best epoch.
+Examples are packed whole into rows of max_len tokens with segment ids (`finetune_packing`):
+a training step computes the batch's real tokens and little padding, and the dev split runs in
+batches of one shape; rows are split over a data-parallel mesh of the local devices.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import pathlib
+import time
 from typing import Any
 
 import flax.linen as nn
@@ -30,16 +36,18 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
-from babylm_jax.eval import clue
+from babylm_jax.eval import clue, finetune_packing as packing
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.model.transformer import Transformer, weight_decay_mask
+from babylm_jax.model.transformer import Transformer
 
 NEG_INF = -1e9  # score of a padded option slot
+LAYER_NORM_EPS = 1e-5  # the official head's (its classifier_layer_norm_eps)
+TIMED_STEPS = 10  # steps timed (after the first) for the estimate printed before the rest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,43 +60,38 @@ class FinetuneOutcome:
     best_predictions: np.ndarray  # dev predictions at the best epoch, in example order
     num_truncated: dict[str, int]  # split -> rows cut to max_len
     num_steps: int
+    tokens: dict[str, int]  # real and computed (row) tokens of the training and dev batches
 
     @property
     def best_accuracy(self) -> float:
         return self.dev_accuracy[self.best_epoch - 1]
 
 
+def _torch_uniform(fan_in: int) -> Any:
+    """PyTorch's nn.Linear initialisation (weights and biases): U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
 class ClassifierHead(nn.Module):
-    """LayerNorm -> Dense(D) -> GELU -> LayerNorm -> Dropout -> Dense(num_outputs)."""
+    """The official head: LayerNorm -> Dense(D) -> GELU -> LayerNorm -> Dropout -> Dense(num_outputs).
+
+    As its PyTorch modules: the LayerNorms have no scale or bias (elementwise_affine=False, eps
+    1e-5), GELU is exact, and both Dense layers start as nn.Linear does."""
 
     num_outputs: int
     dropout_rate: float = 0.1
 
     @nn.compact
-    def __call__(self, pooled_RxD: jax.Array, deterministic: bool = True) -> jax.Array:
-        d = pooled_RxD.shape[-1]
-        x = nn.LayerNorm(name="norm_in")(pooled_RxD.astype(jnp.float32))
-        x = nn.gelu(nn.Dense(d, name="dense")(x), approximate=False)
-        x = nn.LayerNorm(name="norm_out")(x)
+    def __call__(self, pooled_XxD: jax.Array, deterministic: bool = True) -> jax.Array:
+        d = pooled_XxD.shape[-1]
+        norm = functools.partial(nn.LayerNorm, epsilon=LAYER_NORM_EPS, use_scale=False, use_bias=False)
+        dense = functools.partial(nn.Dense, kernel_init=_torch_uniform(d), bias_init=_torch_uniform(d))
+        x = norm(name="norm_in")(pooled_XxD.astype(jnp.float32))
+        x = nn.gelu(dense(d, name="dense")(x), approximate=False)
+        x = norm(name="norm_out")(x)
         x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
-        return nn.Dense(self.num_outputs, name="out")(x)
-
-
-def pool_index(mask_RxL: jax.Array, last: bool) -> jax.Array:
-    """[R] index of the first (or last) real token of each row, from the attention mask.
-
-    Works with left and right padding; an all-padding row gives 0 (or L-1).
-    """
-    length = mask_RxL.shape[-1]
-    mask = mask_RxL.astype(bool)
-    if last:
-        return length - 1 - jnp.argmax(mask[:, ::-1], axis=-1)
-    return jnp.argmax(mask, axis=-1)
-
-
-def positions_from_mask(mask_RxL: jax.Array) -> jax.Array:
-    """Positions counted over real tokens only (so left padding does not shift them)."""
-    return jnp.maximum(jnp.cumsum(mask_RxL.astype(jnp.int32), axis=-1) - 1, 0)
+        return dense(self.num_outputs, name="out")(x)
 
 
 class FinetuneModel(nn.Module):
@@ -103,71 +106,23 @@ class FinetuneModel(nn.Module):
         self.body = Transformer(self.body_config)
         self.head = ClassifierHead(self.num_outputs, self.head_dropout)
 
-    def __call__(self, tokens_BxCxL: jax.Array, mask_BxCxL: jax.Array, deterministic: bool = True) -> jax.Array:
-        """Logits [B, K]: per label (classification) or per option (multiple choice)."""
-        b, c, length = tokens_BxCxL.shape
-        tokens_RxL = tokens_BxCxL.reshape(b * c, length)
-        mask_RxL = mask_BxCxL.reshape(b * c, length)
-        hidden_RxLxD, _ = self.body.encode(
-            tokens_RxL, mask_RxL.astype(jnp.int32), positions_from_mask(mask_RxL), deterministic=deterministic
-        )
-        index_R = pool_index(mask_RxL, last=self.body_config.family == "causal")
-        pooled_RxD = jnp.take_along_axis(hidden_RxLxD, index_R[:, None, None], axis=1)[:, 0]
-        out_RxK = self.head(pooled_RxD, deterministic)
+    def __call__(self, tokens_RxL: jax.Array, segments_RxL: jax.Array, positions_RxL: jax.Array,
+                 pool_ExC: jax.Array, present_ExC: jax.Array, deterministic: bool = True) -> jax.Array:
+        """Logits [E, K] per label (classification) or [E, C] per option (multiple choice) of packed rows.
+
+        `pool_ExC` holds the flat index (row * L + position) of each input row's pooled token."""
+        hidden_RxLxD, _ = self.body.encode(tokens_RxL, segments_RxL, positions_RxL, deterministic=deterministic)
+        rows, length, d = hidden_RxLxD.shape
+        pooled_ExCxD = jnp.take(hidden_RxLxD.reshape(rows * length, d), pool_ExC, axis=0)
+        out_ExCxK = self.head(pooled_ExCxD, deterministic)
         if not self.multiple_choice:
-            return out_RxK.reshape(b, c, -1)[:, 0]
-        option_present_BxC = mask_BxCxL.any(axis=-1)
-        return jnp.where(option_present_BxC, out_RxK.reshape(b, c), NEG_INF)
+            return out_ExCxK[:, 0]
+        return jnp.where(present_ExC, out_ExCxK[..., 0], NEG_INF)
 
 
-def bucket_lengths(max_len: int, buckets: tuple[int, ...]) -> tuple[int, ...]:
-    """The padded row lengths in use: the buckets below `max_len`, and `max_len` itself."""
-    return tuple(sorted({b for b in buckets if 0 < b < max_len} | {max_len}))
-
-
-def make_batches(
-    split: clue.EncodedSplit,
-    batch_size: int,
-    lengths: tuple[int, ...],
-    num_rows: int,
-    rng: np.random.Generator | None = None,
-) -> list[dict[str, np.ndarray]]:
-    """Fixed-size batches, each padded to one of `lengths`; shuffled when `rng` is given.
-
-    Keys: tokens/mask [B, C, L], labels [B], index [B] (example index, -1 on filler rows
-    of a bucket's last batch). Examples are grouped by the bucket their longest row fits.
-    """
-    by_bucket: dict[int, list[int]] = {length: [] for length in lengths}
-    for i, rows in enumerate(split.ids):
-        longest = max(len(r) for r in rows)
-        by_bucket[next(length for length in lengths if length >= longest)].append(i)
-    batches = []
-    for length, members in by_bucket.items():
-        order = np.asarray(members, dtype=np.int64)
-        if rng is not None:
-            order = rng.permutation(order)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            tokens = np.zeros((batch_size, num_rows, length), np.int32)
-            mask = np.zeros((batch_size, num_rows, length), bool)
-            index = np.full((batch_size,), -1, np.int32)
-            labels = np.zeros((batch_size,), np.int32)
-            for slot, i in enumerate(chunk):
-                index[slot], labels[slot] = i, split.labels[i]
-                for c, row in enumerate(split.ids[i]):
-                    tokens[slot, c, : len(row)] = row
-                    mask[slot, c, : len(row)] = True
-            batches.append({"tokens": tokens, "mask": mask, "labels": labels, "index": index})
-    if rng is not None:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
-
-def data_mesh(batch_size: int, devices: list | None = None) -> Mesh:
-    """A 1-D `data` mesh over as many local devices as evenly split the batch."""
-    devices = list(jax.local_devices() if devices is None else devices)
-    count = max(k for k in range(1, len(devices) + 1) if batch_size % k == 0)
-    return Mesh(np.asarray(devices[:count]), ("data",))
+def data_mesh(devices: list | None = None) -> Mesh:
+    """A 1-D `data` mesh over the local devices; packed rows are split over it."""
+    return Mesh(np.asarray(list(jax.local_devices() if devices is None else devices)), ("data",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,37 +130,50 @@ class StepSettings:
     """The static part of the optimizer; the learning rate is passed per step."""
 
     weight_decay: float
-    max_grad_norm: float
+    max_grad_norm: float  # 0 = no clipping (the official trainer clips nothing)
 
 
-def learning_rate_schedule(options: FinetuneOptions, num_steps: int) -> optax.Schedule:
-    """Linear warmup over `warmup_ratio` of the steps, then cosine decay to 0."""
+def learning_rates(options: FinetuneOptions, num_steps: int) -> np.ndarray:
+    """The learning rate of every step, as the official cosine_schedule_with_warmup (a LambdaLR stepped
+    after each update): linear from 0 over int(warmup_ratio x steps), then cosine down to
+    `min_lr_ratio` x the peak."""
     warmup = int(options.warmup_ratio * num_steps)
-    return optax.warmup_cosine_decay_schedule(0.0, options.learning_rate, warmup, max(num_steps, warmup + 1), 0.0)
+    step = np.arange(num_steps, dtype=np.float64)
+    progress = (step - warmup) / max(1, num_steps - warmup)
+    floor = options.min_lr_ratio
+    cosine = np.maximum(floor, floor + (1 - floor) * 0.5 * (1.0 + np.cos(np.pi * progress)))
+    factor = np.where(step < warmup, step / max(1, warmup), cosine)
+    return (options.learning_rate * factor).astype(np.float32)
 
 
 def make_optimizer(settings: StepSettings) -> optax.GradientTransformation:
-    """AdamW (b2 0.999, eps 1e-8) with clipping, without the learning rate; decay on the
-    matmul kernels only, as in pretraining. Updates are scaled by -lr in `train_step`."""
-    return optax.chain(
-        optax.clip_by_global_norm(settings.max_grad_norm),
-        optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
-        optax.add_decayed_weights(settings.weight_decay, mask=weight_decay_mask),
-    )
+    """AdamW (b2 0.999, eps 1e-8) without the learning rate, weight decay on every parameter (torch.optim.AdamW
+    over model.parameters()); clipping only when max_grad_norm > 0. Updates are scaled by -lr in `train_step`."""
+    clip = [optax.clip_by_global_norm(settings.max_grad_norm)] if settings.max_grad_norm > 0 else []
+    return optax.chain(*clip, optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
+                       optax.add_decayed_weights(settings.weight_decay))
 
 
-def _device_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    return {k: jax.device_put(batch[k], sharding) for k in ("tokens", "mask", "labels", "index")}
+ROW_KEYS = ("tokens", "segments", "positions")  # [R, L]: split over the mesh
+SLOT_KEYS = ("pool", "present", "labels", "index")  # [E, ...]: on every device
+
+
+def _device_batch(batch: packing.Batch, rows: NamedSharding, slots: NamedSharding) -> dict[str, jax.Array]:
+    return {**{k: jax.device_put(batch[k], rows) for k in ROW_KEYS},
+            **{k: jax.device_put(batch[k], slots) for k in SLOT_KEYS}}
+
+
+def _logits(model: FinetuneModel, params: dict, batch: dict, **kwargs: Any) -> jax.Array:
+    inputs = (batch[k] for k in ("tokens", "segments", "positions", "pool", "present"))
+    return model.apply({"params": params}, *inputs, **kwargs)
 
 
 def _loss(model: FinetuneModel, params: dict, batch: dict, dropout_key: jax.Array) -> jax.Array:
-    """Mean cross-entropy over real examples (filler rows, index -1, get no weight)."""
-    logits_BxK = model.apply(
-        {"params": params}, batch["tokens"], batch["mask"], deterministic=False, rngs={"dropout": dropout_key}
-    )
-    weights_B = (batch["index"] >= 0).astype(jnp.float32)
-    losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BxK, batch["labels"])
-    return jnp.sum(losses_B * weights_B) / jnp.maximum(jnp.sum(weights_B), 1.0)
+    """Mean cross-entropy over real examples (empty slots, index -1, get no weight)."""
+    logits_ExK = _logits(model, params, batch, deterministic=False, rngs={"dropout": dropout_key})
+    weights_E = (batch["index"] >= 0).astype(jnp.float32)
+    losses_E = optax.softmax_cross_entropy_with_integer_labels(logits_ExK, batch["labels"])
+    return jnp.sum(losses_E * weights_E) / jnp.maximum(jnp.sum(weights_E), 1.0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(2,))
@@ -229,8 +197,52 @@ def train_step(
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def predict_step(model: FinetuneModel, params: dict, batch: dict) -> jax.Array:
-    """Predicted label (or option) per example [B]."""
-    return jnp.argmax(model.apply({"params": params}, batch["tokens"], batch["mask"]), axis=-1)
+    """Predicted label (or option) per example slot [E]."""
+    return jnp.argmax(_logits(model, params, batch), axis=-1)
+
+
+@dataclasses.dataclass
+class _Clock:
+    """The up-front plan of one task and the estimate from its first timed steps, printed once each."""
+
+    task: str
+    num_steps: int
+    progress: bool
+    started: float = 0.0
+    printed: bool = False
+
+    def plan(self, options: FinetuneOptions, num_train: int, num_dev: int) -> None:
+        self.say(f"{num_train:,} examples x {options.epochs} epochs = {self.num_steps:,} steps of "
+                 f"{options.batch_size}; {num_dev:,} dev examples evaluated after each epoch")
+
+    def compiled(self, rows: list[int], seconds: float) -> None:
+        self.say(f"compiled the train step for {len(rows)} row count(s) {rows} and the dev step in {seconds:.1f} s")
+
+    def after_step(self, step: int, loss: jax.Array) -> None:
+        """Times steps 1..1+TIMED_STEPS (one device sync at each end) and prints the estimate."""
+        if self.printed or step not in (1, 1 + TIMED_STEPS) or self.num_steps < 1 + TIMED_STEPS:
+            return
+        loss.block_until_ready()
+        if step == 1:
+            self.started = time.perf_counter()
+            return
+        per_step = (time.perf_counter() - self.started) / TIMED_STEPS
+        self.printed = True
+        self.say(f"{1 / per_step:.2f} steps/s over steps 2-{step}: training about "
+                 f"{_duration(per_step * (self.num_steps - step))} more (dev evaluations not included)")
+
+    def evaluated(self, seconds: float, epochs: int) -> None:
+        if epochs > 1:
+            self.say(f"dev evaluation {seconds:.1f} s: about {_duration(seconds * (epochs - 1))} more over the "
+                     f"{epochs - 1} epochs left")
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            print(f"[finetune] {self.task}: {text}", flush=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def finetune(
@@ -242,53 +254,108 @@ def finetune(
 ) -> FinetuneOutcome:
     """Fine-tunes body + a fresh head on `task.train`; dev accuracy after every epoch."""
     config = body_model.config
-    epochs = options.epochs
     if options.max_len > config.max_len:
         raise ValueError(f"config key finetune.max_len={options.max_len} is longer than the model's "
                          f"max_len={config.max_len}; set it to at most {config.max_len}")
     train = clue.encode_split(task.train, tokenizer, config.family, options.max_len)
     dev = clue.encode_split(task.dev, tokenizer, config.family, options.max_len)
-    num_rows = max(len(rows) for rows in train.ids + dev.ids)
-    lengths = bucket_lengths(options.max_len, options.length_buckets)
-    mesh = data_mesh(options.batch_size)
-    rows_sharding, replicated = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
-
+    shape = _PackShape.of(options, train, dev, config.family == "causal", data_mesh())
     model = FinetuneModel(config, task.num_outputs, task.kind == "multiple_choice", options.head_dropout)
     key = jax.random.PRNGKey(options.seed)
     params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
-
-    steps_per_epoch = len(make_batches(train, options.batch_size, lengths, num_rows))
-    num_steps = epochs * steps_per_epoch
-    learning_rates = np.asarray(learning_rate_schedule(options, num_steps)(np.arange(num_steps)), np.float32)
+    plan = packing.TrainPlan(train, options.batch_size, options.max_len, shape.rows_multiple, options.seed,
+                             options.epochs)
+    num_steps = sum(len(steps) for steps in plan.members)
+    learning_rate = learning_rates(options, num_steps)
     settings = StepSettings(options.weight_decay, options.max_grad_norm)
-    state = jax.device_put((params, make_optimizer(settings).init(params)), replicated)
+    state = jax.device_put((params, make_optimizer(settings).init(params)), shape.slots)
     dropout_key = jax.random.fold_in(key, 1)
-
-    dev_batches = [_device_batch(b, rows_sharding) for b in make_batches(dev, options.batch_size, lengths, num_rows)]
+    dev_packed = shape.eval_batches(dev)
+    dev_batches = [shape.device(b) for b in dev_packed]
+    clock = _Clock(task.name, num_steps, options.progress)
+    clock.plan(options, len(train.ids), len(dev.ids))
+    clock.compiled(*_compile_all(model, settings, state, shape, plan, dev_batches[0], dropout_key))
     dev_labels = np.asarray(dev.labels)
-    dev_accuracy, train_loss, best_predictions = [], [], None
+    dev_accuracy, train_loss, best_predictions, tokens = [], [], None, {"train_real": 0, "train_rows": 0}
     step = 0
     with tqdm(total=num_steps, desc=f"finetune {task.name}", unit="step", disable=not options.progress) as bar:
-        for epoch in range(epochs):
-            shuffle = np.random.default_rng([options.seed, epoch])
+        for epoch in range(options.epochs):
             losses = []
-            for batch in make_batches(train, options.batch_size, lengths, num_rows, shuffle):
-                state, loss = train_step(model, settings, state, _device_batch(batch, rows_sharding),
-                                         dropout_key, np.int32(step), learning_rates[step])
+            for batch in plan.batches(epoch, shape.num_choices, shape.last):
+                _count_tokens(tokens, "train", batch)
+                state, loss = train_step(model, settings, state, shape.device(batch), dropout_key, np.int32(step),
+                                         learning_rate[step])
                 losses.append(loss)
                 step += 1
+                clock.after_step(step, loss)
                 bar.update()
+            started = time.perf_counter()
             predicted = _dev_predictions(model, state[0], dev_batches, len(dev_labels),
                                          f"{task.name} dev, epoch {epoch + 1}", options.progress)
+            if epoch == 0:
+                clock.evaluated(time.perf_counter() - started, options.epochs)
             accuracy = float(np.mean(predicted == dev_labels))
             train_loss.append(float(np.mean(jax.device_get(losses))))
             if not dev_accuracy or accuracy > max(dev_accuracy):
                 best_predictions = predicted
             dev_accuracy.append(accuracy)
             bar.set_postfix(epoch=epoch + 1, loss=f"{train_loss[-1]:.4f}", dev_acc=f"{accuracy:.4f}")
+    for batch in dev_packed:
+        _count_tokens(tokens, "dev", batch)
     return FinetuneOutcome(dev_accuracy=dev_accuracy, train_loss=train_loss, best_epoch=int(np.argmax(dev_accuracy)) + 1,
-                           best_predictions=best_predictions, num_steps=num_steps,
+                           best_predictions=best_predictions, num_steps=num_steps, tokens=tokens,
                            num_truncated={"train": train.num_truncated, "dev": dev.num_truncated})
+
+
+def _count_tokens(tokens: dict[str, int], split: str, batch: packing.Batch) -> None:
+    real, rows = packing.padded_tokens([batch])
+    tokens[f"{split}_real"] = tokens.get(f"{split}_real", 0) + real
+    tokens[f"{split}_rows"] = tokens.get(f"{split}_rows", 0) + rows
+
+
+@dataclasses.dataclass(frozen=True)
+class _PackShape:
+    """How one task's examples are packed: row length, row multiples, evaluation batch shape, shardings."""
+
+    options: FinetuneOptions
+    num_choices: int
+    last: bool  # pool the last token of each input row (causal), else the first
+    rows_multiple: int
+    eval_rows: int
+    eval_slots: int
+    rows: NamedSharding
+    slots: NamedSharding
+
+    @classmethod
+    def of(cls, options: FinetuneOptions, train: clue.EncodedSplit, dev: clue.EncodedSplit, last: bool,
+           mesh: Mesh) -> "_PackShape":
+        num_choices = max(len(rows) for rows in train.ids + dev.ids)
+        eval_rows = math.ceil(max(options.eval_rows, num_choices) / mesh.size) * mesh.size
+        shortest = min(sum(len(r) for r in rows) for rows in dev.ids)
+        eval_slots = min(len(dev.ids), eval_rows * max(1, options.max_len // shortest))
+        return cls(options, num_choices, last, math.lcm(options.rows_multiple, mesh.size), eval_rows, eval_slots,
+                   NamedSharding(mesh, P("data")), NamedSharding(mesh, P()))
+
+    def eval_batches(self, split: clue.EncodedSplit) -> list[packing.Batch]:
+        return packing.eval_batches(split, self.options.max_len, self.eval_rows, self.eval_slots, self.num_choices,
+                                    self.last)
+
+    def device(self, batch: packing.Batch) -> dict[str, jax.Array]:
+        return _device_batch(batch, self.rows, self.slots)
+
+
+def _compile_all(model: FinetuneModel, settings: StepSettings, state: Any, shape: _PackShape,
+                 plan: packing.TrainPlan, dev_batch: dict, dropout_key: jax.Array) -> tuple[list[int], float]:
+    """Compiles the train step for every row count of `plan` and the prediction step, before step 1;
+    (the row counts, seconds)."""
+    start = time.perf_counter()
+    for rows in plan.shapes:
+        batch = {key: jax.ShapeDtypeStruct((rows, plan.row_len), jnp.int32, sharding=shape.rows) for key in ROW_KEYS}
+        batch |= {key: jax.ShapeDtypeStruct((plan.batch_size, *dev_batch[key].shape[1:]), dev_batch[key].dtype,
+                                            sharding=shape.slots) for key in SLOT_KEYS}
+        train_step.lower(model, settings, state, batch, dropout_key, np.int32(0), np.float32(0)).compile()
+    predict_step.lower(model, state[0], dev_batch).compile()
+    return plan.shapes, time.perf_counter() - start
 
 
 def _initial_params(body_params: Params, num_outputs: int, d_model: int, key: jax.Array) -> Params:
@@ -341,7 +408,11 @@ def run_finetune_task(
     loaded: LoadedModel, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions
 ) -> TaskResult:
     """Reads the task, fine-tunes `loaded` on it with `options`, and reports dev accuracy."""
-    task = clue.load_clue_task(data_dir, task_name, options.limit)
+    task = clue.load_clue_task(data_dir, task_name, options.limit, options.train_examples or None)
+    for split, count in task.dropped.items():
+        if count and options.progress:
+            print(f"[finetune] {task_name}: dropped {count:,} unlabelled {split} rows (label "
+                  f"{clue.OCNLI_DROPPED_LABEL!r}), as the official preparation does", flush=True)
     outcome = finetune(loaded.model, loaded.params, task, loaded.tokenizer, options)
     details: dict[str, Any] = {
         "num_items": len(task.dev),
@@ -352,6 +423,7 @@ def run_finetune_task(
         "num_truncated": outcome.num_truncated,
         "num_dropped": task.dropped,
         "num_steps": outcome.num_steps,
+        "tokens": outcome.tokens,
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()},
     }
     if task_name == "diagnostic_nli":

@@ -13,12 +13,17 @@ The official pipeline (upstream `pipeline.py eval`, 2026-06-06) reads a particip
         cluewsc2020: {max_epochs: 30}
 
 A task's settings are `{**global (with defaults), **task_overrides[task]}`, exactly as the
-pipeline merges them, so a file without a cluewsc2020 override trains it 10 epochs. Here they
-become per-task overrides of `finetune.FinetuneOptions` fields (`TaskSettings`).
+pipeline merges them, so a file without a cluewsc2020 override trains it 10 epochs. The
+pipeline before 2026-06-05 (2c8a2d9) spelled that override `wsc_epochs: 30`, read here as
+`task_overrides.cluewsc2020.max_epochs`. `train_examples: N` (babylm_jax's own key, which the
+official pipeline ignores) fine-tunes on a fixed N of each training split. Here they become
+per-task overrides of `FinetuneOptions` fields (`TaskSettings`).
 
 Named protocols: "official" (the pipeline's `configs/config.yaml`: lr 3e-5, batch 32, 10
-epochs, cluewsc2020 30, length 128, seed 42) and "eval_finetuning_sh" (the older script:
-batch 64, 5 epochs, cluewsc2020 5, length 512).
+epochs, cluewsc2020 30, length 128, seed 42), "quick" (a check that fits a laptop CPU, not
+comparable with official scores: 2 epochs over a fixed 3,000 examples of each training split,
+cluewsc2020 6 epochs over its 1,244; full dev splits) and "eval_finetuning_sh" (the older
+script: batch 64, 5 epochs, cluewsc2020 5, length 512).
 """
 from __future__ import annotations
 
@@ -31,14 +36,17 @@ from babylm_jax.tasks.registry import official_tasks
 OFFICIAL_TASKS = official_tasks("finetune")  # the tasks config.yaml fine-tunes
 # config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing
 KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
-        "seed": "seed"}
+        "seed": "seed", "train_examples": "train_examples"}
 PIPELINE_DEFAULTS = {"lr": 3e-5, "batch_size": 32, "max_epochs": 10, "sequence_length": 128, "seed": 42}
-_TYPES = {"lr": float, "batch_size": int, "max_epochs": int, "sequence_length": int, "seed": int}
+_TYPES = {"lr": float, "batch_size": int, "max_epochs": int, "sequence_length": int, "seed": int, "train_examples": int}
+LEGACY_WSC_EPOCHS = "wsc_epochs"  # 2c8a2d9's key: cluewsc2020's max_epochs
 
 TaskSettings = dict[str, dict[str, Any]]  # task -> {FinetuneOptions field: value}
 
 PROTOCOLS: dict[str, dict[str, Any]] = {  # name -> finetune_hparams, as config.yaml holds them
     "official": {**PIPELINE_DEFAULTS, "task_overrides": {"cluewsc2020": {"max_epochs": 30}}},
+    "quick": {**PIPELINE_DEFAULTS, "max_epochs": 2, "train_examples": 3000,
+              "task_overrides": {"cluewsc2020": {"max_epochs": 6}}},
     "eval_finetuning_sh": {"lr": 3e-5, "batch_size": 64, "max_epochs": 5, "sequence_length": 512, "seed": 42,
                            "task_overrides": {"cluewsc2020": {"max_epochs": 5}}},
 }
@@ -54,7 +62,7 @@ def _checked(values: Any, where: str) -> dict[str, Any]:
         kind = _TYPES[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
             raise ValueError(f"{where}.{key}: {value!r} is not {'an integer' if kind is int else 'a number'}")
-        if value <= 0 and key != "seed":
+        if value < 0 or (value == 0 and key not in ("seed", "train_examples")):
             raise ValueError(f"{where}.{key}: {value!r} must be positive")
         out[key] = kind(value)
     return out
@@ -69,6 +77,9 @@ def settings_from_hparams(hparams: Mapping[str, Any], tasks: tuple[str, ...] = O
     overrides = hparams.pop("task_overrides", None) or {}
     if not isinstance(overrides, Mapping):
         raise ValueError(f"{where}.task_overrides: expected a mapping of task -> settings")
+    if LEGACY_WSC_EPOCHS in hparams:
+        wsc = {"max_epochs": hparams.pop(LEGACY_WSC_EPOCHS), **(overrides.get("cluewsc2020") or {})}
+        overrides = {**overrides, "cluewsc2020": wsc}
     glob = {**PIPELINE_DEFAULTS, **_checked(hparams, where)}
     per_task = {task: _checked(values, f"{where}.task_overrides.{task}") for task, values in overrides.items()}
     return {task: {KEYS[k]: v for k, v in {**glob, **per_task.get(task, {})}.items()}
@@ -114,11 +125,13 @@ def hparams_from_settings(settings: TaskSettings) -> dict[str, Any]:
     glob = {}
     for field, key in fields.items():
         values = [settings[t][field] for t in tasks if field in settings[t]]
-        glob[key] = max(values, key=values.count) if values else PIPELINE_DEFAULTS[key]
+        glob[key] = max(values, key=values.count) if values else PIPELINE_DEFAULTS.get(key, 0)
     overrides = {}
     for task in tasks:
         differ = {fields[f]: v for f, v in settings[task].items() if f in fields and v != glob[fields[f]]}
         overrides[task] = {k: settings[task].get(KEYS[k], glob[k]) for k in ("lr", "batch_size", "max_epochs")} | differ
+    if not glob["train_examples"] and not any("train_examples" in o for o in overrides.values()):
+        del glob["train_examples"]  # the whole splits: the official pipeline's only way
     return {**glob, "task_overrides": overrides}
 
 
@@ -138,6 +151,8 @@ def config_text(settings: TaskSettings, model_path: str = "path/to/exported/mode
     }
     header = ("# Chinese BabyLM evaluation pipeline config, written by babylm_jax.evaluate: the fine-tuning\n"
               "# settings below are the ones this evaluation used. Set models[0].path to the uploaded model.\n")
+    if "train_examples" in str(config["finetune_hparams"]):
+        header += "# train_examples is babylm_jax's own key: the official pipeline ignores it and trains on every example.\n"
     return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 

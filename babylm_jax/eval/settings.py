@@ -44,11 +44,14 @@ class FinetuneOptions:
     epochs: int
     max_len: int
     warmup_ratio: float
+    min_lr_ratio: float  # the cosine's floor, a share of the peak
     weight_decay: float
-    max_grad_norm: float
+    max_grad_norm: float  # 0 = no clipping
     head_dropout: float
     seed: int
-    length_buckets: tuple[int, ...]  # padded row lengths; max_len is always one
+    train_examples: int  # 0 = all; else a fixed, evenly spaced subset of the training split
+    rows_multiple: int  # packed training rows per step rounded up to a multiple of this
+    eval_rows: int  # packed rows per evaluation batch
     progress: bool
     limit: int | None = None  # keep N evenly spaced examples of each split (`--limit`)
 
@@ -58,11 +61,13 @@ class FinetuneOptions:
                 ("epochs", self.epochs >= 1, "must be >= 1"),
                 ("max_len", self.max_len >= 8, "must be >= 8 tokens"),
                 ("warmup_ratio", 0 <= self.warmup_ratio < 1, "must be in [0, 1)"),
+                ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
                 ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
-                ("max_grad_norm", self.max_grad_norm > 0, "must be > 0"),
+                ("max_grad_norm", self.max_grad_norm >= 0, "must be >= 0 (0 = no clipping)"),
                 ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
-                ("length_buckets", all(isinstance(b, int) and b > 0 for b in self.length_buckets),
-                 "must be positive integers")]
+                ("train_examples", self.train_examples >= 0, "must be >= 0 (0 = the whole split)"),
+                ("rows_multiple", self.rows_multiple >= 1, "must be >= 1"),
+                ("eval_rows", self.eval_rows >= 1, "must be >= 1")]
 
 
 @dataclasses.dataclass(frozen=True)
