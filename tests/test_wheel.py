@@ -17,6 +17,8 @@ import subprocess
 import sys
 import venv
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "minimal_pairs"
 TINY = ["--config.data.eval_share=0.05", "--config.data.num_workers=1", "--config.data.shard_chars=2000",
@@ -61,6 +63,7 @@ def run(python: pathlib.Path, cwd: pathlib.Path, *args: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_prepares_trains_evaluates_and_exports(tmp_path, tiny_corpus_dir):
     python = install(build_wheel(tmp_path), tmp_path / "venv")
     elsewhere = tmp_path / "elsewhere"
