@@ -34,12 +34,13 @@ setup(
         "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
-        # the remote-workdir tests run against a fake GCS on localhost (gcp-storage-emulator); the
-        # AOT test compiles for a TPU topology with libtpu where it has wheels (Linux x86_64, ~210 MB);
-        # the wheel test builds with this environment's setuptools; the export tests write and read
-        # the Hugging Face files without PyTorch (those that load the model in it need ".[export]")
-        "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", "gcsfs>=2024.2",
-                 "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
+        # pytest-xdist runs the suite on every core (-n auto); the remote-workdir tests run against a
+        # fake GCS on localhost (gcp-storage-emulator); the AOT test compiles for a TPU topology with
+        # libtpu where it has wheels (Linux x86_64, ~210 MB); the wheel test builds with this
+        # environment's setuptools; the export tests write and read the Hugging Face files without
+        # PyTorch (those that load the model in it need ".[export]")
+        "test": ["pytest>=8.0", "pytest-xdist>=3.5", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18",
+                 "gcsfs>=2024.2", "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
                  "jax[tpu]>=0.4.35; sys_platform == 'linux' and platform_machine == 'x86_64'",
                  "setuptools>=70.1", *EXPORT_FILES],
         "hanzi": HANZI,
