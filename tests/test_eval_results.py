@@ -65,6 +65,7 @@ def test_a_failing_figure_leaves_no_results_file(tmp_path):
     assert "results.json" not in names and not any("broken" in n for n in names)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     import configs.base
     from babylm_jax.training import trainer

@@ -53,6 +53,7 @@ def step_stats(family: str) -> dict:
 
 
 @pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+@pytest.mark.slow
 def test_one_step_matches_the_stored_golden_values(family):
     stats = step_stats(family)
     stored = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}

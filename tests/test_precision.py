@@ -70,6 +70,7 @@ def test_loss_chunks_fit_each_backend():
     assert objectives.loss_chunk("cuda", 16_384, configured=512) == 512
 
 
+@pytest.mark.slow
 def test_a_bf16_run_of_the_base_model_tracks_the_float32_run(tiny_corpus_dir, tmp_path):
     """configs/base.py's model (4 layers, d 128) for 150 steps on the fixture corpus: the bf16 run's
     eval loss is within 2% of the float32 run's (and both learnt: far below log(64))."""

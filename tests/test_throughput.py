@@ -69,9 +69,14 @@ def test_a_logging_step_blocks_on_its_own_outputs(tmp_path, monkeypatch):
 
 def test_cpu_mfu_is_against_the_best_known_idle_peak_and_names_it(tmp_path, monkeypatch):
     monkeypatch.setattr(peaks, "measure_matmul_peak", lambda n, repeats: 5e10)  # a busy start-up probe
+    monkeypatch.setattr(peaks, "KNOWN_IDLE_PEAKS", {})  # whatever this host's kind, no figure by hand
     monkeypatch.setenv("BABYLM_PEAK_CACHE", str(tmp_path / "peak.json"))
     value, source = peaks.device_peak_flops()
     assert value == 5e10 and "measured at start-up" in source and "no higher idle figure known" in source
-    (tmp_path / "peak.json").write_text(json.dumps({peaks.machine_kind(peaks.PROBE_N): 2e11}))
+    kind = peaks.machine_kind(peaks.PROBE_N)
+    (tmp_path / "peak.json").write_text(json.dumps({kind: 2e11}))
     value, source = peaks.device_peak_flops()
     assert value == 2e11 and "best known idle" in source and str(tmp_path / "peak.json") in source
+    monkeypatch.setattr(peaks, "KNOWN_IDLE_PEAKS", {kind: 3e11})
+    value, source = peaks.device_peak_flops()
+    assert value == 3e11 and "training/peaks.py KNOWN_IDLE_PEAKS" in source

@@ -36,6 +36,7 @@ def _max_diff(a, b) -> float:
     return max(jax.tree.leaves(jax.tree.map(lambda x, y: float(jnp.abs(x - y).max()), a, b)))
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     batch = _batch(8, 32)
     # Micro-batch 0 (rows 0 and 4) predicts fewer tokens than the others: the step's loss is the
@@ -66,6 +67,7 @@ def test_hybrid_passes_too_small_for_a_causal_row_are_refused(tmp_path):
     config.train.grad_accum_steps = 2
     run.checked_parts(config)
 
+@pytest.mark.slow
 def test_sequence_length_curriculum_splits_rows(tmp_path):
     config, model, optimizer, state = _setup(tmp_path, seq_len_curriculum=((0.0, 16), (0.5, 32)))
     assert curricula.seq_len_at(config, 0) == 16 and curricula.seq_len_at(config, config.train.num_steps // 2) == 32
@@ -89,6 +91,7 @@ def test_word_milestones_follow_the_babylm_schedule():
 
 
 @pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+@pytest.mark.slow
 def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family):
     """Same initialisation, same batches: `nn.scan` over layers changes nothing, weight decay included."""
     config = tiny_config(tmp_path, family=family)

@@ -32,6 +32,7 @@ def read_metrics(workdir) -> tuple[dict[int, dict], list[dict]]:
 
 
 @pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
+@pytest.mark.slow
 def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir, family)
     if family == "causal":
@@ -127,6 +128,7 @@ def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
     return [train[s]["loss"] for s in (1, 2, 3)]
 
 
+@pytest.mark.slow
 def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, tmp_path):
     assert jax.device_count() == 8
     single = _losses_on(tiny_corpus_dir, tmp_path / "one", num_devices=1)
@@ -151,6 +153,7 @@ def test_fsdp_shards_parameters(tiny_corpus_dir):
     assert spec[0] == "fsdp"  # the "embed" axis of the MLP kernel is split over fsdp
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
     """Two JAX processes train as one process does: on a shared local workdir, and on a remote
     (fake gs://) workdir where each process has a host folder of its own and process 1 cannot

@@ -131,6 +131,7 @@ def test_trimmed_events_keep_earlier_steps_only(tmp_path):
     assert tensorboard_scalars(tmp_path) == {("loss", s): [float(s)] for s in (1, 2, 3)}
 
 
+@pytest.mark.slow
 def test_evaluate_logs_results_fine_tuning_epochs_and_milestones_to_the_run(tiny_corpus_dir, tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
