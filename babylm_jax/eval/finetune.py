@@ -262,12 +262,12 @@ def finetune(
     shape = _PackShape.of(options, train, dev, config.family == "causal", data_mesh())
     model = FinetuneModel(config, task.num_outputs, task.kind == "multiple_choice", options.head_dropout)
     key = jax.random.PRNGKey(options.seed)
-    params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
     plan = packing.TrainPlan(train, options.batch_size, options.max_len, shape.rows_multiple, options.seed,
                              options.epochs)
     num_steps = sum(len(steps) for steps in plan.members)
     learning_rate = learning_rates(options, num_steps)
     settings = StepSettings(options.weight_decay, options.max_grad_norm)
+    params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
     state = jax.device_put((params, make_optimizer(settings).init(params)), shape.slots)
     dropout_key = jax.random.fold_in(key, 1)
     dev_packed = shape.eval_batches(dev)
@@ -276,8 +276,7 @@ def finetune(
     clock.plan(options, len(train.ids), len(dev.ids))
     clock.compiled(*_compile_all(model, settings, state, shape, plan, dev_batches[0], dropout_key))
     dev_labels = np.asarray(dev.labels)
-    dev_accuracy, train_loss, best_predictions, tokens = [], [], None, {"train_real": 0, "train_rows": 0}
-    step = 0
+    dev_accuracy, train_loss, best_predictions, tokens, step = [], [], None, {}, 0
     with tqdm(total=num_steps, desc=f"finetune {task.name}", unit="step", disable=not options.progress) as bar:
         for epoch in range(options.epochs):
             losses = []
@@ -300,15 +299,14 @@ def finetune(
                 best_predictions = predicted
             dev_accuracy.append(accuracy)
             bar.set_postfix(epoch=epoch + 1, loss=f"{train_loss[-1]:.4f}", dev_acc=f"{accuracy:.4f}")
-    for batch in dev_packed:
-        _count_tokens(tokens, "dev", batch)
+    _count_tokens(tokens, "dev", *dev_packed)
     return FinetuneOutcome(dev_accuracy=dev_accuracy, train_loss=train_loss, best_epoch=int(np.argmax(dev_accuracy)) + 1,
                            best_predictions=best_predictions, num_steps=num_steps, tokens=tokens,
                            num_truncated={"train": train.num_truncated, "dev": dev.num_truncated})
 
 
-def _count_tokens(tokens: dict[str, int], split: str, batch: packing.Batch) -> None:
-    real, rows = packing.padded_tokens([batch])
+def _count_tokens(tokens: dict[str, int], split: str, *batches: packing.Batch) -> None:
+    real, rows = packing.padded_tokens(list(batches))
     tokens[f"{split}_real"] = tokens.get(f"{split}_real", 0) + real
     tokens[f"{split}_rows"] = tokens.get(f"{split}_rows", 0) + rows
 
