@@ -45,7 +45,7 @@ def wandb_scalars(workdir: pathlib.Path) -> tuple[dict[tuple[str, int], list[flo
     found, ids = {}, set()
     for path in sorted(workdir.glob("wandb/offline-run-*/run-*.wandb")):
         ids.add(path.stem[len("run-"):])
-        for row in wandb_log.history(path):
+        for row in wandb_log.settled_history([path]):
             for key, value in row.items():
                 if not key.startswith("_"):
                     found.setdefault((key, row["_step"]), []).append(value)
@@ -164,7 +164,7 @@ def test_evaluate_logs_results_fine_tuning_epochs_and_milestones_to_the_run(tiny
     assert len(rows) >= 2
     assert {int(r["words_seen"]): r["zhoblimp"] for r in rows} == pytest.approx(scalars["milestone/zhoblimp"])
 
-    logged = [row for path in sorted(run.glob("wandb/offline-run-*/run-*.wandb")) for row in wandb_log.history(path)]
+    logged = wandb_log.settled_history(sorted(run.glob("wandb/offline-run-*/run-*.wandb")))
     assert [r["eval/zhoblimp"] for r in logged if "eval/zhoblimp" in r][0] == pytest.approx(zhoblimp)
     assert [r["milestone/zhoblimp"] for r in logged if "milestone/zhoblimp" in r] == pytest.approx(
         [r["zhoblimp"] for r in rows])
