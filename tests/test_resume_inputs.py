@@ -1,9 +1,10 @@
-"""A run is what it was started as (issue 35): a resume onto other inputs is refused.
+"""A run is what it was started as (issue 35): a resume onto other inputs is refused, a changed schedule is said.
 
 - a changed, added or removed corpus file, a damaged tokenizer file or a damaged record of the
   inputs (inputs.json) refuses the resume in one line naming the file (exit 2), before any work:
   the workdir is left as it was;
 - unchanged inputs resume bit-exactly; a run older than the record resumes, records and says so;
+- train.allow_schedule_change logs the changed keys and the learning rate before and after.
 """
 import json
 import pathlib
@@ -138,3 +139,15 @@ def test_a_run_without_a_record_resumes_records_and_says_so(started, workdir, ca
     assert json.loads((workdir / rundir.INPUTS).read_text()) == json.loads((started[1] / rundir.INPUTS).read_text())
     assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
 
+
+def test_a_schedule_change_says_the_learning_rate_before_and_after(started, tmp_path, capsys):
+    workdir = tmp_path / "run"
+    shutil.copytree(started[1], workdir)
+    config = run_config(started[0])
+    config.train.update(num_steps=10, allow_schedule_change=True)
+    trainer.train_and_evaluate(config, str(workdir))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train.allow_schedule_change")]
+    train = read_train(workdir)
+    assert lines == [f"train.allow_schedule_change: the schedule changes from step 9 on (train.num_steps 8 -> 10); "
+                     f"learning rate {train[8]['learning_rate']:.3g} at step 8 (old schedule), "
+                     f"{train[9]['learning_rate']:.3g} at step 9 (new schedule)"]

@@ -28,7 +28,7 @@ from babylm_jax.core.rundir import checkpoint_steps
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer
-from babylm_jax.training.run_config import check_config, write_config
+from babylm_jax.training.run_config import check_config, schedule_change_line, write_config
 from babylm_jax.training.state import TrainState, sharded_init
 
 
@@ -144,10 +144,10 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
     valid checkpoint if any; config.json (and at a first start inputs.json) is written once the run
     has restored or started."""
     is_main = jax.process_index() == 0
-    corpus, recorded = {}, True
+    schedule_changes, corpus, recorded = {}, {}, True
     if is_main:
         place.pull()  # a run resumed on a fresh host: its config, metrics and data from the remote workdir
-        check_config(place.local, config, place.checkpoints_at)
+        schedule_changes = check_config(place.local, config, place.checkpoints_at)
         corpus, recorded = _checked_inputs(run_config, place)
     data = _train_data(run_config, place, is_main)
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
@@ -159,6 +159,8 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
         tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
             print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
+            if schedule_changes:
+                print(schedule_change_line(run_config.train, schedule_changes, start_step))
     else:
         state = init_unboxed(jax.random.fold_in(jax.random.key(config.train.seed), 0))
     if is_main:
