@@ -1,4 +1,6 @@
-"""Every command ends on SIGTERM or SIGINT with one line saying what is kept (issue 27)."""
+"""Every command ends on SIGTERM or SIGINT with one line saying what is kept (issue 27) and exit
+status 128 + the signal's number (issue 35): 143 for SIGTERM, 130 for SIGINT, so that
+`train && evaluate` stops there."""
 import json
 import os
 import signal
@@ -13,7 +15,7 @@ from fixtures.data import synthetic
 from babylm_jax.config import cli
 
 
-@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):
     def stopped():
         raise cli.Stopped(signum, f"stopped by {signal.Signals(signum).name}; nothing half-written is kept")
@@ -44,10 +46,11 @@ def test_sigterm_during_prepare_is_one_line_and_the_same_command_goes_on(tmp_pat
     process.send_signal(signal.SIGTERM)
     out, err = (part.decode() for part in process.communicate(timeout=120))
     seen = seen.decode(errors="replace")
-    assert process.returncode == 0, err
+    assert process.returncode == 143, err
     assert "Traceback" not in seen + err
     assert out.splitlines()[-1] == ("prepare: stopped by SIGTERM; the shards counted and tokenised so far are kept; "
                                     "run the same command to go on from them")
     finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr
     assert "token cache:" in finished.stdout
+

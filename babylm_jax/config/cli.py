@@ -4,7 +4,9 @@ Options are absl flags; a command with settings takes `--config FILE` (an ml_col
 config file, `get_config()`) and `--config.a.b=v` overrides of any key in it. A user error
 (a bad option, an unknown config key, a missing or damaged file, an impossible setting)
 prints one line to stderr, `<command>: error: <what is wrong and how to fix it>`, and exits
-with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one).
+with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one). A command stopped by SIGTERM
+or SIGINT before its work finished prints one line saying what it kept and exits with status
+128 + the signal's number (143, 130), so that `train && evaluate` stops there.
 
     COMMAND = cli.Command("export", __doc__)
     _OUTPUT = flags.DEFINE_string("output", None, "export directory", flag_values=COMMAND.flags)
@@ -60,7 +62,13 @@ def fail(command: str, message: str) -> NoReturn:
     sys.exit(EXIT_USER_ERROR)
 
 
-STOP_EXIT_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}  # 0: a preempted job may be restarted
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_exit_status(signum: int) -> int:
+    """128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as shells report a command a
+    signal ended: `train && evaluate` does not go on after a stopped train."""
+    return 128 + int(signum)
 
 
 class Stopped(BaseException):
@@ -75,12 +83,16 @@ class Stopped(BaseException):
 
     @property
     def exit_status(self) -> int:
-        return STOP_EXIT_STATUS.get(self.signum, 1)
+        return stop_exit_status(self.signum)
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
 
 
 def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)`, with any user error turned into one line and exit status 2, and a
-    stop by SIGTERM or SIGINT into one line and its exit status (0 or 130)."""
+    stop by SIGTERM or SIGINT into one line and exit status 128 + the signal's number (143, 130)."""
     try:
         return function(*args)
     except USER_ERRORS as error:
@@ -97,7 +109,7 @@ def stop_on_signals(on_stop: str) -> None:
     def handle(signum: int, frame: Any) -> None:
         raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; {on_stop}")
 
-    for signum in STOP_EXIT_STATUS:
+    for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
 
 
