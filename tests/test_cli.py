@@ -140,6 +140,24 @@ def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_p
     assert "## Failed" in output.with_name("report.md").read_text()
 
 
+def test_evaluate_writes_no_results_when_every_task_fails(capsys, tmp_path):
+    run, data = tmp_path / "run", tmp_path / "data"
+    make_run(run)
+    shutil.copytree(FIXTURES, data)
+    for task in ("xcomps_zh", "hanzi_pinyin"):
+        sorted((data / task).glob("*.jsonl"))[0].write_text("{not json\n", encoding="utf-8")
+    output = tmp_path / "eval" / "results.json"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("evaluate", evaluate.main, ["evaluate", f"--workdir={run}", f"--data_dir={data}",
+                                                      "--tasks=xcomps_zh,hanzi_pinyin", f"--output={output}"])
+    said = capsys.readouterr()
+    assert exit_info.value.code == cli.EXIT_USER_ERROR
+    assert "2 task(s) failed (xcomps_zh, hanzi_pinyin); nothing was scored, so no results are written" in said.out
+    assert "the others' results" not in said.out
+    assert not (tmp_path / "eval").exists()
+
+
 def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_path):
     argv = ["prepare", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}"]
     line = user_error(capsys, prepare, [*argv, f"--data_dir={tmp_path / 'nope'}"])
