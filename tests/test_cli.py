@@ -171,6 +171,31 @@ def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_p
     assert not (tmp_path / "run" / "budget.json").exists()
 
 
+def test_the_tools_replace_an_earlier_output_only_with_overwrite(capsys, tmp_path):
+    from babylm_jax.tools import fmri_synth, hanzi_facts
+
+    facts = tmp_path / "facts"
+    hanzi_facts.main(["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=1"])
+    before = (facts / hanzi_facts.MANIFEST).read_text()
+    line = user_error(capsys, hanzi_facts, ["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=2"])
+    assert f"--out {facts} holds hanzi facts already" in line and "pass --overwrite" in line
+    assert (facts / hanzi_facts.MANIFEST).read_text() == before
+    hanzi_facts.main(["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=2", "--overwrite"])
+    assert json.loads((facts / hanzi_facts.MANIFEST).read_text())["seed"] == 2
+
+    synth = tmp_path / "synth"
+    synth.mkdir()
+    (synth / fmri_synth.TRUTH).write_text("{}")
+    line = user_error(capsys, fmri_synth, ["fmri_synth", f"--out={synth}", "--snr=2"])
+    assert f"--out {synth} holds synth_truth.json already; pass --overwrite" in line
+    assert not (synth / fmri_synth.DATA).exists()
+    (synth / fmri_synth.DATA).mkdir()
+    truth = fmri_synth.generate(synth, seed=1, words_per_split=(40, 20), stories_per_split=(2, 1), sentences_per_story=4,
+                                rois=("Language",), roi_voxels=4, overwrite=True)
+    assert json.loads((synth / fmri_synth.TRUTH).read_text()) == truth
+    assert sorted(p.name for p in synth.iterdir()) == [fmri_synth.DATA, fmri_synth.TRUTH]
+
+
 def test_the_tools_and_gather_take_options_in_the_one_grammar(capsys, tmp_path):
     from babylm_jax.tools import fmri_synth
 
