@@ -83,6 +83,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     workdir = pathlib.Path(place.local)
     output = session.check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
+    outputs.check_writable(output.parent, "--output")  # before the model is loaded
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
         return _evaluate(workdir, data_dir, output, settings, place.checkpoints_at)
