@@ -28,6 +28,23 @@ def test_unknown_config_key_is_named_with_the_closest_key(capsys, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("text,line,expected", [
+    ("import ml_collections\nx = 1\nraise RuntimeError('no corpus here')\n", 3, "RuntimeError: no corpus here"),
+    ("def helper():\n    return {}['size']\n\n\ndef get_config():\n    return helper()\n", 2, "KeyError: 'size'"),
+    ("import nosuchmodule_here\n", 1, "ModuleNotFoundError: No module named 'nosuchmodule_here'"),
+])
+def test_a_config_file_that_raises_is_named_with_its_line(capsys, tmp_path, text, line, expected):
+    config = tmp_path / "my config.py"
+    config.write_text(text)
+    said = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}"])
+    assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
+    outer = tmp_path / "outer.py"  # a config file that loads the broken one: the broken one is named
+    outer.write_text("from babylm_jax.config.files import load_config_file\n\n\ndef get_config():\n"
+                     f"    return load_config_file({str(config)!r})\n")
+    said = user_error(capsys, train, ["train", f"--config={outer}", f"--workdir={tmp_path / 'run'}"])
+    assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
+
+
 def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     line = user_error(capsys, prepare, ["prepare", "--config=configs/nope.py", f"--workdir={tmp_path}"])
     assert "--config=configs/nope.py: config file not found" in line

@@ -34,7 +34,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from absl import flags, logging
 from ml_collections import config_flags
 
-from babylm_jax.config.files import load_config_file
+from babylm_jax.config.files import ConfigFileError, load_config_file
 
 EXIT_USER_ERROR = 2
 
@@ -197,6 +197,9 @@ class Command:
             return str(error)
         if isinstance(error, SyntaxError):
             return _syntax_message(error)
+        broken = self._config_file_error(argv)
+        if broken:
+            return broken
         if isinstance(error, (KeyError, AttributeError)):
             unknown = self._unknown_override(argv)
             if unknown:
@@ -207,17 +210,29 @@ class Command:
             return f"--{required.group(1)} is required (see --help)"
         return message.replace("Configuration is not available because of an earlier failure to load: ", "")
 
-    def _unknown_override(self, argv: Sequence[str]) -> str | None:
-        """A message naming the first `--config.KEY` override whose KEY the config file lacks
-        (or the config file's own error, when it cannot be loaded)."""
+    def _load(self, name: str, argv: Sequence[str]) -> Any:
+        """The config of config flag `name` as given in `argv`, loaded as config_flags loads it."""
+        path, _, arg = (self._config_path(name, argv) or "").partition(":")
+        return load_config_file(path, arg or None)
+
+    def _config_file_error(self, argv: Sequence[str]) -> str | None:
+        """The error of the first given config file that fails to load, naming its line, or None."""
         for name in self.config_files:
-            path = self._config_path(name, argv)
+            if self._config_path(name, argv) is None:
+                continue
             try:
-                config = load_config_file((path or "").split(":", 1)[0])
+                self._load(name, argv)
             except SyntaxError as error:
                 return _syntax_message(error)
-            except Exception as error:  # noqa: BLE001 - the config file's code failed: say how
-                return f"--{name}={path}: get_config() failed: {type(error).__name__}: {error}"
+            except ConfigFileError as error:
+                return f"{error} (in the --{name} file)"
+        return None
+
+    def _unknown_override(self, argv: Sequence[str]) -> str | None:
+        """A message naming the first `--config.KEY` override whose KEY the config file lacks."""
+        for name in self.config_files:
+            path = self._config_path(name, argv)
+            config = self._load(name, argv)  # loads: _config_file_error found no error in it
             for arg in argv:
                 match = re.match(rf"^--?(?:no)?{re.escape(name)}\.([^=]+)", arg)
                 if match and not _has_key(config, match.group(1)):
