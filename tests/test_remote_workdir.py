@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 from fixtures.cli import user_error
-from fixtures.fake_gcs import _free_port, fake_gcs
+from fixtures.fake_gcs import fake_gcs, free_port
 
 from babylm_jax.core import remote, rundir
 from babylm_jax.training import trainer
@@ -89,7 +89,7 @@ def test_an_unreachable_storage_service_is_one_line_before_any_retry(monkeypatch
     instead, naming the address that took no connection, and nothing from gcsfs's log."""
     from babylm_jax import train
 
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://localhost:{port}")
     monkeypatch.setenv("BABYLM_CACHE_DIR", str(tmp_path))
     line = user_error(capsys, train, ["train", "--config=configs/base.py", "--workdir=gs://bkt/runs/offline"])
