@@ -104,6 +104,8 @@ def checked_parts(
             f"{jax.process_count()} processes x train.grad_accum_steps={train.grad_accum_steps}"
         )
     writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
+    if jax.process_index() == 0:  # the process that writes: W&B's credentials
+        writers.check_wandb_login(config.train)
     if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
         hanzi_labels.head_sizes()
     return run_config, model, mesh, optim.make_optimizer(run_config.train)
