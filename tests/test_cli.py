@@ -154,6 +154,7 @@ def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_p
     assert set(json.loads(output.read_text())) == {"zhoblimp"}
     details = json.loads(output.with_name("results_details.json").read_text())
     assert list(details["failed"]) == ["xcomps_zh"] and "missing field" in details["failed"]["xcomps_zh"]
+    assert 0 < details["tasks"]["zhoblimp"]["seconds"] < 600  # each task's wall time
     assert "## Failed" in output.with_name("report.md").read_text()
 
 

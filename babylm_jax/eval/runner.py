@@ -3,6 +3,7 @@ a signal stopping the rest."""
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Callable, Sequence
 
 from babylm_jax.config.cli import Stopped
@@ -35,14 +36,16 @@ def evaluate(
     """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error,
     the stop by SIGTERM or SIGINT that ended the loop, naming the task it interrupted, or None).
 
-    A task that fails does not stop the others; a signal stops the rest. The caller writes what
-    finished, then reports it.
+    A task that fails does not stop the others; a signal stops the rest. Each result's details get
+    the task's wall time (`seconds`). The caller writes what finished, then reports it.
     """
     results, failed = {}, {}
     for spec in specs:
         try:
             print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
+            started = time.perf_counter()
             results[spec.name] = run_task(spec, loaded, data_dir, settings)
+            results[spec.name].details["seconds"] = round(time.perf_counter() - started, 1)
         except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
             print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
             failed[spec.name] = error
