@@ -23,6 +23,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # lowers and compiles for a targe
 from absl import flags
 
 from babylm_jax.config import cli
+from babylm_jax.core import outputs
 
 COMMAND = cli.Command("aot", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/hybrid_100m.py.")
@@ -40,6 +41,8 @@ def main(argv: Sequence[str]) -> bool:
     """Parses `argv` and reports; returns whether the step fits the target's memory."""
     COMMAND.parse(argv)
     config = _CONFIG.value
+    if _DUMP.value:
+        outputs.check_writable(_DUMP.value, "--dump")  # before the minutes of lowering and compiling
     from babylm_jax.training import aot  # the heavy imports, after the options are checked
 
     platform = aot.check_platform(_PLATFORM.value, config)

@@ -18,7 +18,9 @@ compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.js
 (`train.writers`; `eval.run_log`). `--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
-status 2 (`babylm_jax.config.cli`).
+status 2 (`babylm_jax.config.cli`). A failed task, or SIGTERM / SIGINT in a task, leaves the
+finished tasks written (none finished: no results file) and the command exits non-zero: the
+failure's status, or 128 + the signal's number (143, 130).
 """
 from __future__ import annotations
 
@@ -81,6 +83,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     workdir = pathlib.Path(place.local)
     output = session.check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
     outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
+    outputs.check_writable(output.parent, "--output")  # before the model is loaded
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
         return _evaluate(workdir, data_dir, output, settings, place.checkpoints_at)

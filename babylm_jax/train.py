@@ -5,8 +5,8 @@ command on the same workdir resumes from its latest checkpoint. A user error is 
 and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices; a recipe
 made for an accelerator (`mesh.target`) refuses to start on a CPU backend unless --allow_cpu.
 SIGTERM (preemption) or Ctrl-C ends the run after
-the current step with a checkpoint of it and one line saying so: exit status 0 (SIGTERM)
-or 130 (SIGINT).
+the current step with a checkpoint of it and one line saying so: exit status 143 (SIGTERM)
+or 130 (SIGINT), 128 + the signal's number.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def main(argv: Sequence[str]) -> dict:
         print(f"train: {notice}", flush=True)
     try:
         return trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-    except preemption.Stopped as stopped:  # SIGTERM (exit 0) or SIGINT (130): where to resume, one line
+    except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line
         print(f"train: {stopped}", flush=True)
         sys.exit(stopped.exit_status)
 

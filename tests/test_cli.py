@@ -28,6 +28,23 @@ def test_unknown_config_key_is_named_with_the_closest_key(capsys, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("text,line,expected", [
+    ("import ml_collections\nx = 1\nraise RuntimeError('no corpus here')\n", 3, "RuntimeError: no corpus here"),
+    ("def helper():\n    return {}['size']\n\n\ndef get_config():\n    return helper()\n", 2, "KeyError: 'size'"),
+    ("import nosuchmodule_here\n", 1, "ModuleNotFoundError: No module named 'nosuchmodule_here'"),
+])
+def test_a_config_file_that_raises_is_named_with_its_line(capsys, tmp_path, text, line, expected):
+    config = tmp_path / "my config.py"
+    config.write_text(text)
+    said = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}"])
+    assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
+    outer = tmp_path / "outer.py"  # a config file that loads the broken one: the broken one is named
+    outer.write_text("from babylm_jax.config.files import load_config_file\n\n\ndef get_config():\n"
+                     f"    return load_config_file({str(config)!r})\n")
+    said = user_error(capsys, train, ["train", f"--config={outer}", f"--workdir={tmp_path / 'run'}"])
+    assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
+
+
 def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     line = user_error(capsys, prepare, ["prepare", "--config=configs/nope.py", f"--workdir={tmp_path}"])
     assert "--config=configs/nope.py: config file not found" in line
@@ -137,7 +154,26 @@ def test_evaluate_writes_the_finished_tasks_when_a_later_one_fails(capsys, tmp_p
     assert set(json.loads(output.read_text())) == {"zhoblimp"}
     details = json.loads(output.with_name("results_details.json").read_text())
     assert list(details["failed"]) == ["xcomps_zh"] and "missing field" in details["failed"]["xcomps_zh"]
+    assert 0 < details["tasks"]["zhoblimp"]["seconds"] < 600  # each task's wall time
     assert "## Failed" in output.with_name("report.md").read_text()
+
+
+def test_evaluate_writes_no_results_when_every_task_fails(capsys, tmp_path):
+    run, data = tmp_path / "run", tmp_path / "data"
+    make_run(run)
+    shutil.copytree(FIXTURES, data)
+    for task in ("xcomps_zh", "hanzi_pinyin"):
+        sorted((data / task).glob("*.jsonl"))[0].write_text("{not json\n", encoding="utf-8")
+    output = tmp_path / "eval" / "results.json"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("evaluate", evaluate.main, ["evaluate", f"--workdir={run}", f"--data_dir={data}",
+                                                      "--tasks=xcomps_zh,hanzi_pinyin", f"--output={output}"])
+    said = capsys.readouterr()
+    assert exit_info.value.code == cli.EXIT_USER_ERROR
+    assert "2 task(s) failed (xcomps_zh, hanzi_pinyin); nothing was scored, so no results are written" in said.out
+    assert "the others' results" not in said.out
+    assert not (tmp_path / "eval").exists()
 
 
 def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_path):
@@ -151,6 +187,31 @@ def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_p
     (broken / "a.jsonl").write_text("{not json\n", encoding="utf-8")
     assert "a.jsonl:1" in user_error(capsys, prepare, [*argv, f"--data_dir={tmp_path / 'eval_data'}"])
     assert not (tmp_path / "run" / "budget.json").exists()
+
+
+def test_the_tools_replace_an_earlier_output_only_with_overwrite(capsys, tmp_path):
+    from babylm_jax.tools import fmri_synth, hanzi_facts
+
+    facts = tmp_path / "facts"
+    hanzi_facts.main(["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=1"])
+    before = (facts / hanzi_facts.MANIFEST).read_text()
+    line = user_error(capsys, hanzi_facts, ["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=2"])
+    assert f"--out {facts} holds hanzi facts already" in line and "pass --overwrite" in line
+    assert (facts / hanzi_facts.MANIFEST).read_text() == before
+    hanzi_facts.main(["hanzi_facts", f"--out={facts}", "--characters=8", "--seed=2", "--overwrite"])
+    assert json.loads((facts / hanzi_facts.MANIFEST).read_text())["seed"] == 2
+
+    synth = tmp_path / "synth"
+    synth.mkdir()
+    (synth / fmri_synth.TRUTH).write_text("{}")
+    line = user_error(capsys, fmri_synth, ["fmri_synth", f"--out={synth}", "--snr=2"])
+    assert f"--out {synth} holds synth_truth.json already; pass --overwrite" in line
+    assert not (synth / fmri_synth.DATA).exists()
+    (synth / fmri_synth.DATA).mkdir()
+    truth = fmri_synth.generate(synth, seed=1, words_per_split=(40, 20), stories_per_split=(2, 1), sentences_per_story=4,
+                                rois=("Language",), roi_voxels=4, overwrite=True)
+    assert json.loads((synth / fmri_synth.TRUTH).read_text()) == truth
+    assert sorted(p.name for p in synth.iterdir()) == [fmri_synth.DATA, fmri_synth.TRUTH]
 
 
 def test_the_tools_and_gather_take_options_in_the_one_grammar(capsys, tmp_path):

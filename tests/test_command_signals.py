@@ -1,6 +1,10 @@
-"""Every command ends on SIGTERM or SIGINT with one line saying what is kept (issue 27)."""
+"""Every command ends on SIGTERM or SIGINT with one line saying what is kept (issue 27) and exit
+status 128 + the signal's number (issue 35): 143 for SIGTERM, 130 for SIGINT, so that
+`train && evaluate` stops there. An evaluate stopped in a task keeps the tasks it finished."""
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,11 +13,12 @@ import time
 import pytest
 from conftest import tiny_config
 from fixtures.data import synthetic
+from fixtures.run import make_run
 
 from babylm_jax.config import cli
 
 
-@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):
     def stopped():
         raise cli.Stopped(signum, f"stopped by {signal.Signals(signum).name}; nothing half-written is kept")
@@ -44,10 +49,48 @@ def test_sigterm_during_prepare_is_one_line_and_the_same_command_goes_on(tmp_pat
     process.send_signal(signal.SIGTERM)
     out, err = (part.decode() for part in process.communicate(timeout=120))
     seen = seen.decode(errors="replace")
-    assert process.returncode == 0, err
+    assert process.returncode == 143, err
     assert "Traceback" not in seen + err
     assert out.splitlines()[-1] == ("prepare: stopped by SIGTERM; the shards counted and tokenised so far are kept; "
                                     "run the same command to go on from them")
     finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr
     assert "token cache:" in finished.stdout
+
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def _signal_evaluate(tmp_path, signal_name, at_runner, output):
+    run, data = tmp_path / "run", tmp_path / "data"
+    if not run.exists():
+        make_run(run)
+        shutil.copytree(FIXTURES / "minimal_pairs" / "zhoblimp", data / "zhoblimp")
+        shutil.copytree(FIXTURES / "clue" / "afqmc", data / "afqmc")
+    script = pathlib.Path(__file__).with_name("signal_evaluate.py")
+    return subprocess.run([sys.executable, str(script), signal_name, at_runner, f"--workdir={run}", f"--data_dir={data}",
+                           "--tasks=zhoblimp,afqmc", f"--output={output}", "--config.scoring.batch_size=8",
+                           "--config.finetune.max_len=32"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_an_evaluation_stopped_in_fine_tuning_keeps_the_finished_tasks_and_exits_143(tmp_path):
+    output = tmp_path / "eval" / "results.json"
+    result = _signal_evaluate(tmp_path, "SIGTERM", "finetune", output)
+    assert result.returncode == 143, (result.stdout + result.stderr)[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert set(json.loads(output.read_text())) == {"zhoblimp"}
+    details = json.loads(output.with_name("results_details.json").read_text())
+    assert details["skipped"]["afqmc"] == "not run: stopped by SIGTERM in afqmc"
+    assert result.stdout.splitlines()[-1] == (f"evaluate: stopped by SIGTERM in afqmc; the results of zhoblimp are "
+                                              f"written to {output}; run the same command to score every task")
+
+
+def test_an_evaluation_stopped_before_a_task_finished_writes_nothing_and_exits_130(tmp_path):
+    output = tmp_path / "eval" / "results.json"
+    result = _signal_evaluate(tmp_path, "SIGINT", "minimal_pairs", output)
+    assert result.returncode == 130, (result.stdout + result.stderr)[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr and "KeyboardInterrupt" not in result.stderr
+    assert result.stdout.splitlines()[-1] == ("evaluate: stopped by SIGINT in zhoblimp; no task had finished, so no "
+                                              "results are written; run the same command to score every task")
+    assert not (tmp_path / "eval").exists()

@@ -74,6 +74,36 @@ def test_bad_input_names_file_and_line(tmp_path, name, content, field, message):
     assert len(_documents(dataclasses.replace(config, on_bad_line="skip"))) <= 1
 
 
+def test_a_file_in_gbk_is_one_warning_naming_the_encoding(tmp_path, caplog):
+    path = tmp_path / "gbk.txt"
+    path.write_bytes("".join(f"第{i}行中文\n" for i in range(3000)).encode("gbk"))
+    (tmp_path / "utf8.txt").write_text("好\n", encoding="utf-8")
+    config = _data_config(corpus=str(tmp_path), txt_documents="line")
+    with pytest.raises(corpus.CorpusError, match=r"gbk.txt:1: undecodable bytes .*is it GBK\? convert it with: "
+                                                 r"iconv -f GBK -t UTF-8"):
+        _documents(config)
+    caplog.clear()
+    assert _documents(dataclasses.replace(config, on_bad_line="skip")) == ["好"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: skipped 3,000 lines that are not UTF-8 (first at line 1: undecodable bytes at byte 0 (invalid start "
+        "byte); is it GBK? convert it with: iconv -f GBK -t UTF-8)"]
+
+
+def test_skipped_lines_and_removed_nul_characters_are_said_once_per_file(tmp_path, caplog):
+    (tmp_path / "a.jsonl").write_text('{"text": "好"}\n{not json\n{"body": 1}\n[1,\n', encoding="utf-8")
+    (tmp_path / "b.txt").write_text("有\x00空\x00字符\n\n二\x00\n", encoding="utf-8")
+    config = _data_config(corpus=str(tmp_path), on_bad_line="skip")
+    documents = _documents(config)
+    assert documents == ["好", "有\x00空\x00字符", "二\x00"]  # as read: the official count counts these
+    assert [config.normalize(text) for text in documents] == ["好", "有空字符", "二"]  # as trained on
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'a.jsonl'}: skipped 2 lines of malformed JSON (first at line 2: malformed JSON (Expecting "
+        "property name enclosed in double quotes))",
+        f"{tmp_path / 'a.jsonl'}:3: skipped: no text field 'text' (data.text_field)",
+        f"{tmp_path / 'b.txt'}: removed 3 NUL characters (\\x00) from the text trained on; budget.json's words_raw "
+        "counts the text as read"]
+
+
 def test_missing_path_and_parquet_column(tmp_path):
     with pytest.raises(corpus.CorpusError, match="does not exist: .*nowhere"):
         corpus.list_sources(_data_config(corpus=str(tmp_path / "nowhere")))

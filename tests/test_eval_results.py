@@ -36,7 +36,7 @@ def _result(accuracy: float, figure_writer=None) -> results.TaskResult:
     if figure_writer:
         figures["broken"] = figure_writer
     return results.TaskResult({"accuracy": accuracy}, {"accuracy_strict": accuracy - 0.1, "num_items": 600,
-                                                       "per_phenomenon": {"BA": accuracy}}, figures)
+                                                       "per_phenomenon": {"BA": accuracy}, "seconds": 12.3}, figures)
 
 
 def test_write_results_official_shape_details_report_png(tmp_path):
@@ -48,7 +48,7 @@ def test_write_results_official_shape_details_report_png(tmp_path):
     assert details["tasks"]["zhoblimp"]["accuracy_strict"] == pytest.approx(0.65)
     assert details["metadata"] == {"checkpoint_step": 3} and details["skipped"] == {"hanzi_pinyin": "missing"}
     report = (tmp_path / "eval" / "report.md").read_text()
-    assert "| zhoblimp | accuracy | 0.7500 | 0.6500 | 600 |" in report and "hanzi_pinyin: missing" in report
+    assert "| zhoblimp | accuracy | 0.7500 | 0.6500 | 600 | 12 s |" in report and "hanzi_pinyin: missing" in report
     assert written["zhoblimp_per_phenomenon"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == [
         "report.md", "results.json", "results_details.json", "zhoblimp_per_phenomenon.png"]

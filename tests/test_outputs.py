@@ -9,6 +9,8 @@ Cases:
 - an evaluation with a failed task beside earlier results: those stay, the new ones go to a
   new folder, said in the output; complete results replace earlier ones and their stale figures;
 - a second command writing the same output meanwhile: refused naming the holder;
+- aot --dump, evaluate --output, export --output in a place no file can be created: one line
+  naming the flag and the path, before any work (issue 35);
 - evaluate while train holds the workdir: refused for a rotating checkpoint, allowed for a milestone;
 - a learning rate, mask rate or share out of range: one line naming the key.
 """
@@ -18,10 +20,10 @@ import pathlib
 import shutil
 
 import pytest
-from fixtures.cli import user_error
+from fixtures.cli import unwritable_folder, user_error
 from fixtures.run import make_run
 
-from babylm_jax import evaluate, export, prepare, train
+from babylm_jax import aot, evaluate, export, prepare, train
 from babylm_jax.config import cli
 from babylm_jax.core import atomic, outputs
 from babylm_jax.core.rundir import workdir_lock
@@ -163,3 +165,14 @@ def test_remote_paths_where_none_can_go_are_refused_not_written_to_a_local_folde
     line = user_error(capsys, command, argv)
     assert says in line
     assert not any(p.name.endswith(":") for p in tmp_path.iterdir())  # no local "gs:" folder
+
+
+def test_an_unwritable_output_is_refused_before_any_work(capsys, run, tmp_path):
+    place = unwritable_folder(tmp_path)
+    line = user_error(capsys, aot, ["aot", "--config=configs/base.py", "--platform=cuda", f"--dump={place}"])
+    assert line.startswith(f"aot: error: --dump {place}: cannot write there (") and "writable folder for --dump" in line
+    line = user_error(capsys, export, ["export", f"--workdir={run}", f"--output={place / 'hf'}"])
+    assert line.startswith(f"export: error: --output {place}: cannot write there (")
+    line = user_error(capsys, evaluate, ["evaluate", f"--workdir={run}", f"--data_dir={FIXTURES}", "--tasks=xcomps_zh",
+                                         f"--output={place / 'results.json'}"])
+    assert f"--output {place}" in line and ("cannot write there" in line or "is not a writable folder" in line)

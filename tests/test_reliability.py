@@ -2,7 +2,7 @@
 
 Cases (issue 14):
 - SIGTERM / SIGINT (in a subprocess): the current step finishes, is checkpointed with the data
-  iterator, metrics are flushed, one line says where to resume, exit 0 / 130, no traceback;
+  iterator, metrics are flushed, one line says where to resume, exit 143 / 130, no traceback;
   the resumed run is bit-exact; a signal during setup ends at once; the processes of a
   multi-process run agree on the step to stop at;
 - a NaN loss stops in one line (exit 2), no traceback, and its state is never saved;
@@ -336,7 +336,7 @@ def _signal_train(corpus_dir, workdir, signal_name="none", at_step=0, nan_at=0) 
                            str(nan_at)], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 0), ("SIGINT", 130)])
+@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, status, finished_run, tiny_corpus_dir,
                                                                tmp_path):
     workdir = tmp_path / "run"
@@ -353,7 +353,7 @@ def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, statu
 
 def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
     result = _signal_train(tiny_corpus_dir, tmp_path / "run", "SIGTERM", at_step=0)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert result.returncode == 143, (result.stdout + result.stderr)[-3000:]
     assert "stopped by SIGTERM before the first training step" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
@@ -370,7 +370,7 @@ def test_processes_agree_on_a_stop_every_few_steps(monkeypatch):
     every = preemption.AGREE_EVERY_STEPS
     assert not stop.should_stop(every + 1) and not stop.requested
     assert stop.should_stop(2 * every) and stop.signal_name == "SIGTERM"
-    assert stop.stopped("...").exit_status == 0
+    assert stop.stopped("...").exit_status == 143
 
 
 def test_a_nan_loss_stops_in_one_line_and_saves_no_nan_state(tiny_corpus_dir, tmp_path):

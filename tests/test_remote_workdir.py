@@ -7,7 +7,8 @@ import pathlib
 import numpy as np
 import pytest
 from conftest import tiny_config
-from fixtures.fake_gcs import fake_gcs
+from fixtures.cli import user_error
+from fixtures.fake_gcs import fake_gcs, free_port
 
 from babylm_jax.core import remote, rundir
 from babylm_jax.training import trainer
@@ -81,6 +82,20 @@ def test_a_remote_workdir_needs_a_folder_and_a_mirror_per_host(monkeypatch, tmp_
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "gcsfs" else real_find_spec(name))
     with pytest.raises(ImportError, match=r'needs the gcsfs package: pip install -e "\.\[gcs\]"'):
         remote.RunPlace.of("gs://b/r")
+
+
+def test_an_unreachable_storage_service_is_one_line_before_any_retry(monkeypatch, capsys, caplog, tmp_path):
+    """Offline, gcsfs would retry each request for minutes and log a traceback each time: one line
+    instead, naming the address that took no connection, and nothing from gcsfs's log."""
+    from babylm_jax import train
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://localhost:{port}")
+    monkeypatch.setenv("BABYLM_CACHE_DIR", str(tmp_path))
+    line = user_error(capsys, train, ["train", "--config=configs/base.py", "--workdir=gs://bkt/runs/offline"])
+    assert f"--workdir=gs://bkt/runs/offline: cannot reach gs://bkt: localhost:{port} takes no connection" in line
+    assert "is this host offline?" in line
+    assert not [record for record in caplog.records if record.name.startswith("gcsfs")]
 
 
 def test_training_on_a_remote_workdir_resumes_on_a_fresh_host(bucket, tiny_corpus_dir, tmp_path, monkeypatch, capsys):

@@ -251,3 +251,14 @@ def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):
     assert f"{tmp_path / 'checkpoints'}    checkpoints (params" in text and f"{tmp_path / 'metrics.jsonl'}  training" in text
     assert "milestones" not in text and "summary.json" not in text  # only what exists
     assert f"python -m babylm_jax.export --workdir {tmp_path} --output {tmp_path / 'hf'}" in text
+
+
+def test_the_next_commands_paste_as_printed_for_a_workdir_with_spaces(tmp_path):
+    import shlex
+
+    workdir = tmp_path / "my runs" / "base 1"
+    workdir.mkdir(parents=True)
+    commands = trainer.format_outputs(RunPlace.of(workdir)).split("Next\n")[1].splitlines()
+    assert [shlex.split(line)[3:] for line in commands] == [
+        ["--workdir", str(workdir), "--data_dir", "DATA_DIR"],
+        ["--workdir", str(workdir), "--output", str(workdir / "hf")]]

@@ -3,7 +3,9 @@ import importlib.util
 import json
 import pathlib
 import shutil
+import time
 
+import ml_collections
 import pytest
 from conftest import tiny_config
 from fixtures import wandb_log
@@ -120,6 +122,39 @@ def test_unknown_writer_and_missing_package_are_one_line(capsys, tmp_path, monke
     line = user_error(capsys, train, [*argv, "--config.train.writers=('jsonl', 'wandb')"])
     assert "needs the wandb package" in line and 'pip install -e ".[wandb]"' in line
     assert not (tmp_path / "run").exists()
+
+
+def test_online_wandb_without_an_api_key_is_one_line_before_the_data(capsys, tmp_path, monkeypatch):
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))  # W&B's other places for a key: none there
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb_config"))
+    argv = ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", "--config.train.writers=('wandb',)",
+            "--config.data.max_documents=50"]
+    line = user_error(capsys, train, argv)
+    assert "train.wandb.mode='online' needs a W&B API key" in line and "--config.train.wandb.mode=offline" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_wandb_dir_holds_the_w_and_b_files_of_a_resumed_run(tmp_path, monkeypatch):
+    """WANDB_DIR set: W&B's own files go there, not into the workdir; the run id in the workdir's
+    wandb_run.json still makes a second writer continue the same run."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "run").mkdir()
+    settings = ml_collections.ConfigDict({"project": "p", "entity": "", "name": "", "group": "", "tags": (),
+                                          "mode": "offline"})
+    for steps in ((1, 2), (3,)):
+        time.sleep(1.0)  # W&B names an offline run's folder by the second it starts: one folder each
+        writer = writers.WandbWriter(str(tmp_path / "run"), settings, {"train": {"num_steps": 3}})
+        for step in steps:
+            writer.scalars(step, {"loss": float(step)})
+        writer.close()
+    assert not (tmp_path / "run" / rundir.WANDB).exists()
+    found, ids = wandb_scalars(tmp_path / "elsewhere")
+    assert len(ids) == 1 and found == {("loss", s): [float(s)] for s in (1, 2, 3)}
+    assert json.loads((tmp_path / "run" / rundir.WANDB_RUN).read_text())["step"] == 3
 
 
 def test_trimmed_events_keep_earlier_steps_only(tmp_path):

@@ -4,7 +4,9 @@ Options are absl flags; a command with settings takes `--config FILE` (an ml_col
 config file, `get_config()`) and `--config.a.b=v` overrides of any key in it. A user error
 (a bad option, an unknown config key, a missing or damaged file, an impossible setting)
 prints one line to stderr, `<command>: error: <what is wrong and how to fix it>`, and exits
-with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one).
+with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one). A command stopped by SIGTERM
+or SIGINT before its work finished prints one line saying what it kept and exits with status
+128 + the signal's number (143, 130), so that `train && evaluate` stops there.
 
     COMMAND = cli.Command("export", __doc__)
     _OUTPUT = flags.DEFINE_string("output", None, "export directory", flag_values=COMMAND.flags)
@@ -32,7 +34,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from absl import flags, logging
 from ml_collections import config_flags
 
-from babylm_jax.config.files import load_config_file
+from babylm_jax.config.files import ConfigFileError, load_config_file
 
 EXIT_USER_ERROR = 2
 
@@ -60,7 +62,13 @@ def fail(command: str, message: str) -> NoReturn:
     sys.exit(EXIT_USER_ERROR)
 
 
-STOP_EXIT_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}  # 0: a preempted job may be restarted
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_exit_status(signum: int) -> int:
+    """128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as shells report a command a
+    signal ended: `train && evaluate` does not go on after a stopped train."""
+    return 128 + int(signum)
 
 
 class Stopped(BaseException):
@@ -75,12 +83,16 @@ class Stopped(BaseException):
 
     @property
     def exit_status(self) -> int:
-        return STOP_EXIT_STATUS.get(self.signum, 1)
+        return stop_exit_status(self.signum)
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
 
 
 def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)`, with any user error turned into one line and exit status 2, and a
-    stop by SIGTERM or SIGINT into one line and its exit status (0 or 130)."""
+    stop by SIGTERM or SIGINT into one line and exit status 128 + the signal's number (143, 130)."""
     try:
         return function(*args)
     except USER_ERRORS as error:
@@ -97,7 +109,7 @@ def stop_on_signals(on_stop: str) -> None:
     def handle(signum: int, frame: Any) -> None:
         raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; {on_stop}")
 
-    for signum in STOP_EXIT_STATUS:
+    for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
 
 
@@ -185,6 +197,9 @@ class Command:
             return str(error)
         if isinstance(error, SyntaxError):
             return _syntax_message(error)
+        broken = self._config_file_error(argv)
+        if broken:
+            return broken
         if isinstance(error, (KeyError, AttributeError)):
             unknown = self._unknown_override(argv)
             if unknown:
@@ -195,17 +210,29 @@ class Command:
             return f"--{required.group(1)} is required (see --help)"
         return message.replace("Configuration is not available because of an earlier failure to load: ", "")
 
-    def _unknown_override(self, argv: Sequence[str]) -> str | None:
-        """A message naming the first `--config.KEY` override whose KEY the config file lacks
-        (or the config file's own error, when it cannot be loaded)."""
+    def _load(self, name: str, argv: Sequence[str]) -> Any:
+        """The config of config flag `name` as given in `argv`, loaded as config_flags loads it."""
+        path, _, arg = (self._config_path(name, argv) or "").partition(":")
+        return load_config_file(path, arg or None)
+
+    def _config_file_error(self, argv: Sequence[str]) -> str | None:
+        """The error of the first given config file that fails to load, naming its line, or None."""
         for name in self.config_files:
-            path = self._config_path(name, argv)
+            if self._config_path(name, argv) is None:
+                continue
             try:
-                config = load_config_file((path or "").split(":", 1)[0])
+                self._load(name, argv)
             except SyntaxError as error:
                 return _syntax_message(error)
-            except Exception as error:  # noqa: BLE001 - the config file's code failed: say how
-                return f"--{name}={path}: get_config() failed: {type(error).__name__}: {error}"
+            except ConfigFileError as error:
+                return f"{error} (in the --{name} file)"
+        return None
+
+    def _unknown_override(self, argv: Sequence[str]) -> str | None:
+        """A message naming the first `--config.KEY` override whose KEY the config file lacks."""
+        for name in self.config_files:
+            path = self._config_path(name, argv)
+            config = self._load(name, argv)  # loads: _config_file_error found no error in it
             for arg in argv:
                 match = re.match(rf"^--?(?:no)?{re.escape(name)}\.([^=]+)", arg)
                 if match and not _has_key(config, match.group(1)):

@@ -3,15 +3,38 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import traceback
 
 import ml_collections
 
 
-def load_config_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
-    """`get_config()` of the config file at `path`."""
+class ConfigFileError(ValueError):
+    """A config file that raised when imported or in get_config(); the message names the file and line."""
+
+
+def _located(error: Exception, path: str | os.PathLike) -> str:
+    """`path:line: Type: message` at the last line of `path` in the error's traceback."""
+    here = os.path.realpath(path)
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+             if os.path.realpath(frame.filename) == here]
+    where = f"{path}:{lines[-1]}" if lines else str(path)
+    message = " ".join(str(error).split())
+    return f"{where}: {type(error).__name__}{': ' + message if message else ''}"
+
+
+def load_config_file(path: str | os.PathLike, arg: str | None = None) -> ml_collections.ConfigDict:
+    """`get_config()` (`get_config(arg)` with an arg, as in `--config=path.py:arg`) of the config file at
+    `path`; ConfigFileError names the file and line where importing it or get_config() raised."""
     spec = importlib.util.spec_from_file_location(f"babylm_config_{abs(hash(str(path)))}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"{path}: not a Python config file")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    try:
+        spec.loader.exec_module(module)
+        if not callable(getattr(module, "get_config", None)):
+            raise ConfigFileError(f"{path}: defines no get_config() (a config file returns its ConfigDict from it)")
+        return module.get_config() if arg is None else module.get_config(arg)
+    except (SyntaxError, ConfigFileError):  # a SyntaxError names its line; a config file it loads names its own
+        raise
+    except Exception as error:  # noqa: BLE001 - the config file's own code: say where it failed
+        raise ConfigFileError(_located(error, path)) from error

@@ -8,7 +8,7 @@ Checked before any work. A run directory may hold new outputs (`runs/r/eval/`, `
 but never at or under the paths train and prepare own (checkpoints, config.json, ...), and an
 output may not be the run directory or hold it; a data folder (task data, corpus) may not be
 written at, under or over at all. A lock beside the output refuses a second command writing
-the same output at once.
+the same output at once. `check_writable` proves a folder takes files before the work that fills it.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import fcntl
 import os
 import pathlib
 import shutil
+import tempfile
 from typing import Iterator, Mapping
 
 from babylm_jax.core import rundir
@@ -108,6 +109,25 @@ def _take(lock: pathlib.Path, output: pathlib.Path) -> int:
         except FileNotFoundError:
             pass
         os.close(fd)  # the holder removed the file as we locked it: lock the new one
+
+
+def check_writable(folder: str | os.PathLike, option: str) -> pathlib.Path:
+    """`folder` once a file could be created in it (the folder and a temporary file are made, then
+    removed); OutputError naming `option` and the path when not (a read-only place, a file on the way)."""
+    folder = pathlib.Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable.tmp-"):
+            pass
+    except OSError as error:
+        raise OutputError(f"{option} {folder}: cannot write there ({error.strerror or error}); choose a writable "
+                          f"folder for {option}") from None
+    finally:
+        for made in created:  # as it was: a command that fails later leaves no empty folders
+            with contextlib.suppress(OSError):
+                made.rmdir()
+    return folder
 
 
 def _read(path: pathlib.Path) -> str:

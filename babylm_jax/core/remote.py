@@ -19,9 +19,12 @@ import hashlib
 import importlib.util
 import io
 import json
+import logging
 import os
 import pathlib
 import shutil
+import socket
+import urllib.parse
 from typing import Any, BinaryIO
 
 from babylm_jax.core import rundir
@@ -66,6 +69,32 @@ def _sha256(path: pathlib.Path) -> str:
 
 # The schemes both orbax (tensorstore's kvstore drivers) and etils.epath (an fsspec package) write.
 FILESYSTEMS = {"gs": ("gcsfs", "gcs"), "s3": ("s3fs", "s3")}  # scheme -> (package, setup.py extra)
+# scheme -> (the variable that points its client at another server, the service's own address)
+ENDPOINTS = {"gs": ("STORAGE_EMULATOR_HOST", "https://storage.googleapis.com"),
+             "s3": ("AWS_ENDPOINT_URL", "https://s3.amazonaws.com")}
+PROBE_SECONDS = 10.0  # the bucket check's wait for the storage service to take a connection
+DEBUG_VARIABLES = {"gcsfs": "GCSFS_DEBUG", "s3fs": "S3FS_LOGGING_LEVEL"}  # the package's own switch for its log
+
+
+def _quiet(package: str) -> None:
+    """The filesystem package's log silenced unless its own debug variable is set: each error it logs
+    with a traceback it also raises, and those become one-line RemoteErrors here."""
+    if not os.environ.get(DEBUG_VARIABLES[package]):
+        logging.getLogger(package).setLevel(logging.CRITICAL + 1)
+
+
+def _unreachable(scheme: str) -> str | None:
+    """Why the storage service of `scheme` takes no connection (found within PROBE_SECONDS), or None:
+    offline, its client would retry for minutes."""
+    variable, default = ENDPOINTS[scheme]
+    address = os.environ.get(variable) or default
+    parsed = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=PROBE_SECONDS).close()
+    except OSError as error:
+        return f"{parsed.hostname}:{port} takes no connection ({error or type(error).__name__}); is this host offline?"
+    return None
 
 
 def _remote_path(url: str) -> Any:
@@ -77,6 +106,7 @@ def _remote_path(url: str) -> Any:
     package, extra = FILESYSTEMS[scheme]
     if importlib.util.find_spec(package) is None:
         raise ImportError(f"--workdir={url} needs the {package} package: pip install -e \".[{extra}]\"")
+    _quiet(package)
     from etils import epath  # orbax's own dependency
 
     return epath.Path(url)
@@ -92,9 +122,13 @@ class Mirror:
         self._known: dict[str, tuple[int, int, str]] = {}  # relative path -> (bytes, mtime_ns, sha256)
 
     def check_bucket(self) -> None:
-        """RemoteError, before any work, when the workdir's bucket cannot be reached or does not exist."""
+        """RemoteError, before any work and within seconds when offline, when the workdir's bucket
+        cannot be reached or does not exist."""
         scheme, rest = self.url.split("://", 1)
         bucket = _remote_path(f"{scheme}://{rest.split('/')[0]}")
+        problem = _unreachable(scheme)
+        if problem:
+            raise RemoteError(f"--workdir={self.url}: cannot reach {bucket}: {problem}")
         try:
             found = bucket.exists()
         except Exception as error:  # noqa: BLE001 - each filesystem raises its own errors

@@ -7,8 +7,9 @@ seen, `task/<name>`, ...) goes to each writer under the same name at the same st
 resolved config goes to each as hyperparameters, budget.json and summary.json as the run
 summary. A resumed run continues the same TensorBoard folder (`<workdir>/tensorboard`, events
 after the resumed step dropped as metrics.jsonl drops its records) and the same W&B run (its
-id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again). Only process
-0 writes. A writer whose package is missing is refused before any work, naming the extra.
+id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again); W&B's own files
+go to `$WANDB_DIR/wandb` when it is set, else `<workdir>/wandb`. Only process 0 writes. A writer
+whose package is missing, or an online W&B run without credentials, is refused before any work.
 """
 from __future__ import annotations
 
@@ -41,6 +42,21 @@ def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
             raise ImportError(f"config key train.writers: {name!r} needs the {EXTRAS[name]} package; "
                               f"install it with: pip install -e \".[{EXTRAS[name]}]\"")
     return ("jsonl", *[n for n in dict.fromkeys(names) if n != "jsonl"])
+
+
+def check_wandb_login(train: ml_collections.ConfigDict) -> None:
+    """For an online W&B run: ValueError, before any work, when W&B finds no API key (wandb.init
+    would raise it after the data is prepared). At a terminal W&B asks for the key itself."""
+    if "wandb" not in chosen_writers(train) or train.wandb.mode != "online":
+        return
+    import wandb
+
+    try:
+        wandb.login(verify=False)
+    except wandb.errors.UsageError:
+        raise ValueError("config key train.wandb.mode='online' needs a W&B API key (run `wandb login` or set "
+                         "WANDB_API_KEY), or log offline with --config.train.wandb.mode=offline and "
+                         "`wandb sync` later") from None
 
 
 def scalars_of(record: Mapping[str, Any]) -> dict[str, float]:
@@ -155,7 +171,8 @@ class WandbWriter:
         self._run = wandb.init(
             project=settings.project, entity=settings.entity or None, name=settings.name or os.path.basename(workdir),
             group=settings.get("group") or None, tags=list(settings.tags), mode=settings.mode, id=state["id"],
-            resume="allow", dir=workdir, config=None if config is None else flat_config(config),
+            resume="allow", dir=os.environ.get("WANDB_DIR") or workdir,
+            config=None if config is None else flat_config(config),
         )
         atomic_write_json(self._state_path, state)
 

@@ -14,14 +14,17 @@ import pathlib
 
 def file_records(directory: pathlib.Path) -> dict[str, dict]:
     """Size and sha256 of every file under `directory` but index.json, by relative path."""
-    records = {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != "index.json"):
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                digest.update(block)
-        records[path.relative_to(directory).as_posix()] = {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-    return records
+    return {path.relative_to(directory).as_posix(): file_record(path)
+            for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != "index.json")}
+
+
+def file_record(path: pathlib.Path) -> dict:
+    """{"bytes", "sha256"} of one file, read in blocks of 4 MiB (files can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 def problems(directory: pathlib.Path, recorded: dict[str, dict]) -> dict[str, str]:

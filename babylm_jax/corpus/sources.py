@@ -12,7 +12,9 @@ pyarrow; `datasets` is not needed.
 sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
 `core.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
-the file and line named, or is skipped with a warning when `data.on_bad_line = "skip"`.
+the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
+per file and kind of problem (a file that is not UTF-8 with a guess at its encoding). The NUL
+characters normalisation will remove are counted and said once per file too.
 """
 from __future__ import annotations
 
@@ -121,17 +123,53 @@ def source_fingerprint(sources: list[Source]) -> list:
 
 
 class _BadLines:
-    """Raises or counts problems according to `data.on_bad_line`."""
+    """Raises or counts problems according to `data.on_bad_line`, and counts the NUL characters
+    normalisation removes; what a file had is said once, at its end (`say`), never once a line."""
 
     def __init__(self, policy: str):
-        self.policy, self.skipped = policy, 0
+        self.policy, self.nul = policy, 0
+        self._kinds: dict[str, list] = {}  # kind -> [count, first line, its problem]
 
-    def __call__(self, path: pathlib.Path, line: int, problem: str) -> None:
+    def __call__(self, path: pathlib.Path, line: int, problem: str, kind: str = "") -> None:
+        """`kind` groups the lines of one problem (say "lines that are not UTF-8"); default: `problem`."""
         message = f"{path}:{line}: {problem}"
         if self.policy == "stop":
             raise CorpusError(message + " (set data.on_bad_line='skip' to skip such lines)")
-        self.skipped += 1
-        logging.warning("Skipping %s", message)
+        self._kinds.setdefault(kind or problem, [0, line, problem])[0] += 1
+
+    @property
+    def has_skipped(self) -> bool:
+        """Whether lines of the current file were skipped."""
+        return bool(self._kinds)
+
+    def say(self, path: pathlib.Path) -> None:
+        """One warning per kind of line `path` had skipped, one for its NUL characters; counts reset."""
+        for kind, (count, first, problem) in self._kinds.items():
+            if count == 1:
+                logging.warning("%s:%d: skipped: %s", path, first, problem)
+            else:
+                logging.warning("%s: skipped %s %s (first at line %d: %s)", path, f"{count:,}", kind, first, problem)
+        if self.nul:
+            logging.warning("%s: removed %s NUL characters (\\x00) from the text trained on; budget.json's words_raw "
+                            "counts the text as read", path, f"{self.nul:,}")
+        self._kinds, self.nul = {}, 0
+
+
+def _encoding_hint(raw: bytes) -> str:
+    """A guess at the encoding of a line that is not UTF-8, as advice: '; is it GBK? convert with iconv ...'."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        guess = "UTF-16"
+    else:
+        guess = next((name for name in ("GBK", "BIG5") if _decodes(raw, name)), "")
+    return f"; is it {guess}? convert it with: iconv -f {guess} -t UTF-8" if guess else ""
+
+
+def _decodes(raw: bytes, encoding: str) -> bool:
+    try:
+        raw.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, str]]:
@@ -151,7 +189,8 @@ def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, st
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason})")
+                bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason}){_encoding_hint(raw)}",
+                    "lines that are not UTF-8")
                 continue
             yield number, text
 
@@ -180,13 +219,13 @@ def _jsonl_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            bad(path, number, f"malformed JSON ({e.msg})")
+            bad(path, number, f"malformed JSON ({e.msg})", "lines of malformed JSON")
             continue
         if not isinstance(row, dict) or field not in row:
-            bad(path, number, f"no text field {field!r} (data.text_field)")
+            bad(path, number, f"no text field {field!r} (data.text_field)", f"lines without a text field {field!r}")
             continue
         if not isinstance(row[field], str):
-            bad(path, number, f"field {field!r} is not a string")
+            bad(path, number, f"field {field!r} is not a string", f"lines whose {field!r} is not a string")
             continue
         yield number, row[field]
 
@@ -222,7 +261,7 @@ def _column_rows(path: pathlib.Path, field: str, columns: Iterable[list], bad: _
         for text in values:
             number += 1
             if text is None:
-                bad(path, number, f"row has no {field!r} value")
+                bad(path, number, f"row has no {field!r} value", f"rows without a {field!r} value")
                 continue
             yield number, text
 
@@ -261,29 +300,37 @@ def _file_documents(path: pathlib.Path, data_config: DataConfig, bad: _BadLines)
     return _jsonl_documents(path, data_config.text_field, bad)
 
 
+def _checked_documents(path: pathlib.Path, builtin_file: bool, data_config: DataConfig,
+                       bad: _BadLines) -> Iterator[str]:
+    """The documents of one file, each within `data.max_document_chars`; their NUL characters counted."""
+    documents = builtin.iter_builtin_file(path) if builtin_file else _file_documents(path, data_config, bad)
+    max_chars, found = data_config.max_document_chars, False
+    for number, text in documents:
+        found = True
+        if max_chars and len(text) > max_chars:
+            bad(path, number, f"document of {len(text):,} characters exceeds data.max_document_chars={max_chars:,}",
+                "documents over data.max_document_chars")
+            continue
+        bad.nul += text.count("\x00")
+        yield text
+    if not found and not bad.has_skipped:  # a file of skipped lines only: said once, by `say`
+        bad(path, 0, "empty file (no documents)")
+
+
 def iter_raw_documents(sources: list[Source], data_config: DataConfig) -> Iterator[tuple[int, str]]:
-    """(source index, raw text) for every document, in the fixed source/file/line order.
+    """(source index, raw text) for every document, in the fixed source/file/line order; what each
+    file had skipped or will lose in normalisation is said at its end.
 
     Stops after `data.max_documents` documents when it is positive.
     """
     bad = _BadLines(data_config.on_bad_line)
-    limit, max_chars = data_config.max_documents, data_config.max_document_chars
-    emitted = 0
+    limit, emitted = data_config.max_documents, 0
     for index, source in enumerate(sources):
         for path in source.files:
-            if source.name == "builtin":
-                documents = builtin.iter_builtin_file(path)
-            else:
-                documents = _file_documents(path, data_config, bad)
-            found = False
-            for number, text in documents:
-                found = True
-                if max_chars and len(text) > max_chars:
-                    bad(path, number, f"document of {len(text):,} characters exceeds data.max_document_chars={max_chars:,}")
-                    continue
+            for text in _checked_documents(path, source.name == "builtin", data_config, bad):
                 yield index, text
                 emitted += 1
                 if limit and emitted >= limit:
+                    bad.say(path)
                     return
-            if not found:
-                bad(path, 0, "empty file (no documents)")
+            bad.say(path)

@@ -49,15 +49,17 @@ def official_results(results: Mapping[str, TaskResult]) -> dict[str, dict[str, f
 
 
 def format_table(results: Mapping[str, TaskResult]) -> str:
-    """A Markdown table: task, metric, value, strict accuracy (ties wrong) and item count."""
-    lines = ["| task | metric | value | strict | items |", "| --- | --- | ---: | ---: | ---: |"]
+    """A Markdown table: task, metric, value, strict accuracy (ties wrong), item count and wall time."""
+    lines = ["| task | metric | value | strict | items | time |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for name, result in results.items():
         strict = result.details.get("accuracy_strict")
         items = result.details.get("num_items")
+        seconds = result.details.get("seconds")
         for metric, value in result.values.items():
             lines.append(
                 f"| {name} | {metric} | {value:.4f} | "
-                f"{'' if strict is None else f'{strict:.4f}'} | {'' if items is None else items} |"
+                f"{'' if strict is None else f'{strict:.4f}'} | {'' if items is None else items} | "
+                f"{'' if seconds is None else f'{seconds:.0f} s'} |"
             )
     return "\n".join(lines)
 

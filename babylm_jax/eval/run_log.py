@@ -30,6 +30,7 @@ class RunLog:
 
     def __init__(self, workdir: pathlib.Path, config: ml_collections.ConfigDict):
         check_run(workdir, config)
+        writers.check_wandb_login(config.train)
         self.writers = writers.reopen_writers(str(workdir), config)
 
     def checkpoint(self, step: int, words_seen: float, results: Mapping[str, TaskResult],

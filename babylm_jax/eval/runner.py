@@ -1,9 +1,12 @@
-"""Runs registry tasks on a loaded model: each spec's runner by name, a failure not stopping the others."""
+"""Runs registry tasks on a loaded model: each spec's runner by name, a failure not stopping the others,
+a signal stopping the rest."""
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Callable, Sequence
 
+from babylm_jax.config.cli import Stopped
 from babylm_jax.eval import finetune, fmri, minimal_pairs
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings
@@ -29,17 +32,23 @@ def evaluate(
     data_dir: str | pathlib.Path,
     specs: Sequence[TaskSpec],
     settings: EvalSettings,
-) -> tuple[dict[str, TaskResult], dict[str, Exception]]:
-    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error).
+) -> tuple[dict[str, TaskResult], dict[str, Exception], Stopped | None]:
+    """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error,
+    the stop by SIGTERM or SIGINT that ended the loop, naming the task it interrupted, or None).
 
-    A task that fails does not stop the others; the caller writes what finished, then reports it.
+    A task that fails does not stop the others; a signal stops the rest. Each result's details get
+    the task's wall time (`seconds`). The caller writes what finished, then reports it.
     """
     results, failed = {}, {}
     for spec in specs:
-        print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
         try:
+            print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
+            started = time.perf_counter()
             results[spec.name] = run_task(spec, loaded, data_dir, settings)
+            results[spec.name].details["seconds"] = round(time.perf_counter() - started, 1)
         except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
             print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)
             failed[spec.name] = error
-    return results, failed
+        except Stopped as stopped:  # the finished tasks are kept, as when a task fails
+            return results, failed, Stopped(stopped.signum, f"stopped by {stopped.signal_name} in {spec.name}")
+    return results, failed, None

@@ -14,6 +14,7 @@ import os
 import pathlib
 from typing import Any, Callable, Sequence
 
+from babylm_jax.config.cli import Stopped
 from babylm_jax.core import rundir
 from babylm_jax.core.vocab import OFFICIAL_BACKEND
 from babylm_jax.eval import finetune_config, milestone_curves, runner, scoring
@@ -71,32 +72,48 @@ class Evaluation:
 
 def evaluate_checkpoint(loaded: LoadedModel, evaluation: Evaluation,
                         output: pathlib.Path) -> tuple[dict[str, results_lib.TaskResult], dict[str, pathlib.Path]]:
-    """Scores one loaded checkpoint and writes results.json (and the rest) at `output`; when a
-    task failed, the finished ones are written first and the first failure is raised."""
-    settings, specs, data_dir = evaluation.settings, evaluation.specs, evaluation.data_dir
+    """Scores one loaded checkpoint and writes results.json (and the rest) at `output`. When a task
+    failed or a signal stopped the evaluation, the finished tasks are written first (when none
+    finished, nothing is), then the first failure or the stop is raised."""
+    settings, specs = evaluation.settings, evaluation.specs
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed = runner.evaluate(loaded, data_dir, specs, settings)
+    results, failed, stopped = runner.evaluate(loaded, evaluation.data_dir, specs, settings)
+    not_run = {spec.name: f"not run: {stopped}" for spec in specs
+               if stopped is not None and spec.name not in results and spec.name not in failed}
+    written = _write_checkpoint_results(loaded, evaluation, output, results, failed, not_run) if results else {}
+    if stopped is not None:
+        kept = (f"the results of {', '.join(results)} are written to {written['results']}" if results
+                else "no task had finished, so no results are written")
+        raise Stopped(stopped.signum, f"{stopped}; {kept}; run the same command to score every task")
+    if failed:  # the finished tasks are written; now the first failure ends the command as it would have
+        kept = "the others' results are written" if results else "nothing was scored, so no results are written"
+        print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); {kept}", flush=True)
+        raise next(iter(failed.values()))
+    return results, written
+
+
+def _write_checkpoint_results(loaded: LoadedModel, evaluation: Evaluation, output: pathlib.Path,
+                              results: dict[str, results_lib.TaskResult], failed: dict[str, Exception],
+                              not_run: dict[str, str]) -> dict[str, pathlib.Path]:
+    """Writes results.json, the details, the report and config.yaml; beside earlier results
+    (`record_path`) when the evaluation is incomplete (`failed` or `not_run` tasks)."""
+    settings, data_dir = evaluation.settings, evaluation.data_dir
     metadata = run_metadata(loaded, settings, workdir=str(evaluation.workdir), data_dir=str(data_dir),
                             data_layout=layout.detect(data_dir), **evaluation.config_record)
     reasons = {name: " ".join(f"{type(error).__name__}: {error}".split()) for name, error in failed.items()}
-    target = results_lib.record_path(output, complete=not failed)
+    target = results_lib.record_path(output, complete=not failed and not not_run)
     if target != output:
-        print(f"[evaluate] {len(failed)} task(s) failed: the earlier results at {output} stay as they are; this "
-              f"evaluation's go to {target.parent}", flush=True)
-    finetuned = finetune_record(settings, [spec.name for spec in specs])
+        print(f"[evaluate] {len(failed) + len(not_run)} task(s) failed or not run: the earlier results at {output} "
+              f"stay as they are; this evaluation's go to {target.parent}", flush=True)
+    finetuned = finetune_record(settings, [spec.name for spec in evaluation.specs if spec.name not in not_run])
     if finetuned:
         yaml_path = write_finetune_config(target.parent / "config.yaml", settings, loaded.model.config.family)
         metadata.update(finetune_protocol=settings.finetune_protocol or "configs (finetune.*)",
                         finetune_config_yaml=str(yaml_path), finetune_settings=finetuned)
-    written = results_lib.write_results(target, results, metadata, evaluation.skipped, reasons)
+    written = results_lib.write_results(target, results, metadata, {**evaluation.skipped, **not_run}, reasons)
     print(results_lib.format_table(results))
     print(f"[evaluate] wrote {written['results']}, {written['details'].name}, {written['report'].name}")
-    if failed:  # the finished tasks are written; now the first failure ends the command as it would have
-        error = next(iter(failed.values()))
-        print(f"[evaluate] {len(failed)} task(s) failed ({', '.join(failed)}); the others' results are written",
-              flush=True)
-        raise error
-    return results, written
+    return written
 
 
 def chosen_milestones(workdir: str | pathlib.Path, option: str) -> list[int]:

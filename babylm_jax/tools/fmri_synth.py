@@ -1,6 +1,6 @@
 """Synthetic CogBench data in the official layout, with a planted signal and a known ceiling.
 
-    python -m babylm_jax.tools.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0]
+    python -m babylm_jax.tools.fmri_synth --out DIR [--snr 1.0] [--with_test] [--seed 0] [--overwrite]
 
 writes `DIR/cogbench/` (score it with `python -m babylm_jax.evaluate ... --data_dir DIR
 --tasks word_fmri,fmri`) and `DIR/synth_truth.json`. Words and stories are real Chinese text:
@@ -37,6 +37,9 @@ from babylm_jax.config import cli
 from babylm_jax.core.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
 from babylm_jax.eval.settings import default_settings
+
+DATA, TRUTH = "cogbench", "synth_truth.json"
+OUTPUTS = (DATA, TRUTH)  # what --out gets
 
 MATLAB_73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Jan  1 00:00:00 1970 HDF5 schema 1.00 ."
 
@@ -103,12 +106,12 @@ def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: 
              words_per_split: tuple[int, ...] = (60, 30, 30), word_voxels: int = 200,
              stories_per_split: tuple[int, ...] = (4, 2, 2), sentences_per_story: int = 12,
              subjects: tuple[str, ...] = ("01", "02"), rois: tuple[str, ...] = cogbench.ROIS,
-             roi_voxels: int = 16) -> dict:
-    """Writes `out/cogbench/` and `out/synth_truth.json` atomically (built in a temp dir, then renamed)."""
+             roi_voxels: int = 16, overwrite: bool = False) -> dict:
+    """Writes `out/cogbench/` and `out/synth_truth.json` atomically (built in a temp dir, then renamed);
+    an earlier data set there is replaced only with `overwrite`."""
     out = pathlib.Path(out)
+    check_out(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    if (out / "cogbench").exists():
-        raise FileExistsError(f"{out / 'cogbench'} exists; choose an empty --out")
     split_names = ["train", "dev"] + (["test"] if with_test else [])
     plan = _Plan(np.random.default_rng(seed), seed, snr, latent_dim, split_names, subjects)
     num_sentences = sum(stories_per_split[: len(split_names)]) * sentences_per_story
@@ -116,11 +119,19 @@ def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: 
     vocabulary = sorted({w for s in sentences for w in s if not is_punctuation(w) and len(w) <= 4})
     word_pool = [vocabulary[i] for i in plan.rng.permutation(len(vocabulary))]
     truth: dict = {"seed": seed, "snr": snr, "latent_dim": latent_dim, "evaluation_split": split_names[-1]}
-    with atomic_dir(out / "cogbench") as root:
+    with atomic_dir(out / DATA, replace=overwrite) as root:
         truth["word_fmri"] = _write_word_fmri(root, plan, word_pool, words_per_split, word_voxels)
         truth["fmri"] = _write_story_fmri(root, plan, sentences, stories_per_split, sentences_per_story, rois, roi_voxels)
-    atomic_write_text(out / "synth_truth.json", json.dumps(truth, indent=2) + "\n")
+    atomic_write_text(out / TRUTH, json.dumps(truth, indent=2) + "\n")
     return truth
+
+
+def check_out(out: pathlib.Path, overwrite: bool) -> None:
+    """Refuses an `out` holding a data set (cogbench/ or synth_truth.json) unless `overwrite`."""
+    found = [name for name in OUTPUTS if (out / name).exists()]
+    if found and not overwrite:
+        raise FileExistsError(f"--out {out} holds {' and '.join(found)} already; pass --overwrite to replace them, "
+                              "or choose another --out")
 
 
 def _write_word_fmri(root: pathlib.Path, plan: _Plan, word_pool: list[str], words_per_split: tuple[int, ...],
@@ -204,13 +215,16 @@ _LATENT_DIM = flags.DEFINE_integer("latent_dim", 8, "Latent dimensions of the pl
                                    flag_values=COMMAND.flags)
 _WITH_TEST = flags.DEFINE_boolean("with_test", False, "Also write a test split (scored instead of dev).",
                                   flag_values=COMMAND.flags)
+_OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace the data set of an earlier run in --out.",
+                                  flag_values=COMMAND.flags)
 
 
 def main(argv: Sequence[str]) -> dict:
     """Parses `argv` (program name first), writes the data set; returns the planted truth."""
     COMMAND.parse(argv)
     out = pathlib.Path(_OUT.value)
-    truth = generate(out, seed=_SEED.value, snr=_SNR.value, latent_dim=_LATENT_DIM.value, with_test=_WITH_TEST.value)
+    truth = generate(out, seed=_SEED.value, snr=_SNR.value, latent_dim=_LATENT_DIM.value, with_test=_WITH_TEST.value,
+                     overwrite=_OVERWRITE.value)
     print(f"wrote {out / 'cogbench'}; ceilings: word_fmri {truth['word_fmri']['ceiling']:.4f}, "
           f"fmri {truth['fmri']['ceiling']:.4f}")
     return truth

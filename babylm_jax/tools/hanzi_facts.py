@@ -1,10 +1,11 @@
 """Character facts as a training corpus: short Chinese sentences about how hanzi sound and are built.
 
     python -m babylm_jax.tools.hanzi_facts --out DIR [--characters N|FILE | --from_workdir W]
-                                          [--words N | --share X [--budget B]] [--seed S]
+                                          [--words N | --share X [--budget B]] [--seed S] [--overwrite]
 
 writes DIR/hanzi_facts.jsonl (one document per line, field "text": a paragraph of facts about one
-character) and DIR/manifest.json (counts, sources, settings). Facts: reading with tone, initial
+character) and DIR/manifest.json (counts, sources, settings); the facts of an earlier run in DIR
+are replaced only with --overwrite. Facts: reading with tone, initial
 and final, tone; pairs of characters that share the reading / final / initial / tone (several
 partners per relation in every paragraph, new ones each pass, so the passes cover many pairs)
 and one that shares none (“如”跟“机”不同音。); radical, structure type, each part at its position
@@ -349,11 +350,23 @@ def target_words(word_count: int | None, share: float | None, budget: int) -> in
     return word_count
 
 
+def check_out(out: pathlib.Path, overwrite: bool) -> None:
+    """Refuses an `out` that holds anything, unless `overwrite` and it holds earlier facts (a MANIFEST)."""
+    if out.exists() and not out.is_dir():
+        raise FactsError(f"--out {out} exists and is not a directory; choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / MANIFEST).is_file():
+            raise FactsError(f"--out {out} exists and is not a hanzi facts directory; choose another")
+        if not overwrite:
+            raise FactsError(f"--out {out} holds hanzi facts already ({OUTPUT_FILE}, {MANIFEST}); pass --overwrite "
+                             "to replace them, or choose another --out")
+
+
 def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int | None, seed: int,
-                settings: dict) -> dict:
-    """Writes the facts file and manifest into `out` atomically; returns the manifest."""
-    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise FactsError(f"--out {out} exists and is not a hanzi facts directory; choose another")
+                settings: dict, overwrite: bool = False) -> dict:
+    """Writes the facts file and manifest into `out` atomically (earlier facts there only with
+    `overwrite`); returns the manifest."""
+    check_out(out, overwrite)
     writer = FactWriter(infos, seed)
     total_words = documents = 0
     target = words_wanted
@@ -386,8 +399,10 @@ def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int 
 
 
 COMMAND = cli.Command("hanzi_facts", __doc__)
-_OUT = flags.DEFINE_string("out", None, "Output directory (replaced atomically).", flag_values=COMMAND.flags,
+_OUT = flags.DEFINE_string("out", None, "Output directory (written atomically).", flag_values=COMMAND.flags,
                            required=True)
+_OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace the facts of an earlier run in --out.",
+                                  flag_values=COMMAND.flags)
 _CHARACTERS = flags.DEFINE_string("characters", None, "N most frequent GB 2312 hanzi (default 3500), or a file of "
                                   "characters.", flag_values=COMMAND.flags)
 _FROM_WORKDIR = flags.DEFINE_string("from_workdir", None, "The hanzi of this prepared run's corpus, most frequent "
@@ -406,8 +421,9 @@ def main(argv: Sequence[str]) -> dict:
     COMMAND.parse(argv)
     settings = {name: COMMAND.flags[name].value for name in ("characters", "from_workdir", "words", "share", "budget", "seed")}
     wanted = target_words(_WORDS.value, _SHARE.value, _BUDGET.value)
+    check_out(pathlib.Path(_OUT.value), _OVERWRITE.value)  # before the lexicon is read
     infos = select_characters(Lexicon(), _CHARACTERS.value, _FROM_WORKDIR.value)
-    manifest = write_facts(pathlib.Path(_OUT.value), infos, wanted, _SEED.value, settings)
+    manifest = write_facts(pathlib.Path(_OUT.value), infos, wanted, _SEED.value, settings, _OVERWRITE.value)
     print(f"{manifest['documents']:,} documents, {manifest['words']:,} jieba words about "
           f"{manifest['characters']:,} characters ({manifest['passes']:.2f} passes) -> {_OUT.value}/{OUTPUT_FILE}")
     return manifest

@@ -10,8 +10,8 @@
 
 TPU pods and cluster schedulers preempt jobs with SIGTERM; Ctrl-C sends SIGINT. A second
 SIGINT while the last checkpoint is being written waits for it (a third one is the
-default: it kills). Exit status: 0 after SIGTERM (the job may be restarted), 130 after
-SIGINT (as shells report an interrupted command).
+default: it kills). Exit status: 128 + the signal's number, 143 after SIGTERM and 130 after
+SIGINT, as shells report a command a signal ended (`cli.stop_exit_status`).
 """
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.cli import Stopped
+from babylm_jax.config.cli import STOP_SIGNALS as SIGNALS, Stopped
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
 AGREE_EVERY_STEPS = 10  # multi-process runs: how often the processes agree on a stop (a host sync)
 
 

@@ -19,15 +19,16 @@ from jax.experimental import multihost_utils
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import open_prepared, prepare_corpus
-from babylm_jax.corpus import hanzi_labels
+from babylm_jax.corpus import hanzi_labels, run_inputs
 from babylm_jax.model import attention, aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.core import writers
+from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
+from babylm_jax.core.rundir import checkpoint_steps
 from babylm_jax.training import optim, sharding
 from babylm_jax.training import metrics as metrics_lib
 from babylm_jax.training.checkpoint import Checkpointer
-from babylm_jax.training.run_config import check_config, write_config
+from babylm_jax.training.run_config import check_config, schedule_change_line, write_config
 from babylm_jax.training.state import TrainState, sharded_init
 
 
@@ -103,6 +104,8 @@ def checked_parts(
             f"{jax.process_count()} processes x train.grad_accum_steps={train.grad_accum_steps}"
         )
     writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
+    if jax.process_index() == 0:  # the process that writes: W&B's credentials
+        writers.check_wandb_login(config.train)
     if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
         hanzi_labels.head_sizes()
     return run_config, model, mesh, optim.make_optimizer(run_config.train)
@@ -130,14 +133,24 @@ def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainD
     return data
 
 
+def _checked_inputs(run_config: RunConfig, place: RunPlace) -> tuple[dict[str, dict], bool]:
+    """The corpus's files, and whether the workdir's record of its inputs stands: at a resume (the
+    workdir holds checkpoints) inputs that differ from the record are refused here, before any work."""
+    corpus = run_inputs.corpus_files(run_config.data)
+    return corpus, bool(checkpoint_steps(place.checkpoints_at)) and run_inputs.check_inputs(place.local, corpus)
+
+
 def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: RunPlace, model: Transformer,
               mesh: jax.sharding.Mesh, optimizer: optax.GradientTransformation) -> Run:
     """Builds the data, state and checkpointer of the run at `place`, resuming from its newest
-    valid checkpoint if any; config.json is written once the run has restored or started."""
+    valid checkpoint if any; config.json (and at a first start inputs.json) is written once the run
+    has restored or started."""
     is_main = jax.process_index() == 0
+    schedule_changes, corpus, recorded = {}, {}, True
     if is_main:
         place.pull()  # a run resumed on a fresh host: its config, metrics and data from the remote workdir
-        check_config(place.local, config, place.checkpoints_at)
+        schedule_changes = check_config(place.local, config, place.checkpoints_at)
+        corpus, recorded = _checked_inputs(run_config, place)
     data = _train_data(run_config, place, is_main)
     init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
     checkpointer = Checkpointer(place.checkpoints_at, config.checkpoint.max_to_keep)
@@ -148,9 +161,13 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
         tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
             print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
+            if schedule_changes:
+                print(schedule_change_line(run_config.train, schedule_changes, start_step))
     else:
         state = init_unboxed(jax.random.fold_in(jax.random.key(config.train.seed), 0))
     if is_main:
+        if not recorded:
+            _record_inputs(place, corpus, resumed=restored is not None)
         write_config(place.local, config)
         metrics_lib.trim_metrics(place.local, start_step)
         place.push()
@@ -158,3 +175,12 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
         config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size, config.model.family)
     return Run(config, place, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
                state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
+
+
+def _record_inputs(place: RunPlace, corpus: dict[str, dict], resumed: bool) -> None:
+    """Records the run's inputs; a resumed run older than the record says so in one line."""
+    run_inputs.record_inputs(place.local, corpus)
+    if resumed:
+        print(f"{place.workdir} has no record of the inputs it was started from (a run older than {rundir.INPUTS}): "
+              f"resumed as before; its corpus and tokenizer files are now recorded in {rundir.INPUTS} and checked "
+              "at every later resume")

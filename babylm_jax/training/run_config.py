@@ -1,11 +1,13 @@
 """The run's config in its workdir: config.json written once a run starts, and the keys a resume must keep.
 
-    check_config(workdir, config)   # refuses, by key name, a config that cannot resume the checkpoints
+    changes = check_config(workdir, config)   # refuses, by key name, a config that cannot resume the checkpoints
+    print(schedule_change_line(train, changes, step))   # where train.allow_schedule_change let some through
     write_config(workdir, config)   # after a successful restore or a fresh start
     config = load_config(workdir)
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -13,11 +15,12 @@ from typing import Any
 import ml_collections
 from etils import epath
 
-from babylm_jax.config.train import AUX_HEADS
+from babylm_jax.config.train import AUX_HEADS, TrainConfig
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.rundir import checkpoint_steps
+from babylm_jax.training import optim
 from babylm_jax.training.checkpoint import CheckpointError
 
 # Keys that must match to resume: they change what the state or the data stream means.
@@ -27,10 +30,9 @@ RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed
 RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in AUX_HEADS}, "train.aux_heads.position": "auto"}
 # Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
 # changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
-SCHEDULE_KEYS = (
-    "train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
-    "train.decay_share", "train.mask_rate", "train.mask_rate_final", "train.seq_len_curriculum",
-)
+LR_KEYS = ("train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
+           "train.decay_share")
+SCHEDULE_KEYS = LR_KEYS + ("train.mask_rate", "train.mask_rate_final", "train.seq_len_curriculum")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -64,31 +66,49 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
     return None
 
 
-def check_config(workdir: str, config: ml_collections.ConfigDict, checkpoints_at: str | None = None) -> None:
+def check_config(workdir: str, config: ml_collections.ConfigDict,
+                 checkpoints_at: str | None = None) -> dict[str, tuple[Any, Any]]:
     """Where the workdir holds checkpoints (in `checkpoints_at`, default `workdir`), refuses a config
-    that cannot resume them, by key name.
+    that cannot resume them, by key name; returns the schedule keys it changes, key -> (old, new).
 
     Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
     """
     if not checkpoint_steps(checkpoints_at or workdir):
-        return
+        return {}
     found = _saved_config(workdir, checkpoints_at)
     if found is None:
-        return  # checkpoints of an older version without a config copy: the restore checks shapes
+        return {}  # checkpoints of an older version without a config copy: the restore checks shapes
     saved, source = found
     old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
     allow_schedule = bool(config.train.get("allow_schedule_change", False))
-    keys = RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)
-    for key in sorted(set(old) | set(new)):
-        if any(key == k or key.startswith(k + ".") for k in keys) and _normal(
-                old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key))):
+    changed = {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
+               if _normal(old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key)))}
+    for key, (was, now) in changed.items():
+        if _under(key, RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)):
             fix = "use a new --workdir or the original config"
             if key in SCHEDULE_KEYS:
                 fix += " (or set --config.train.allow_schedule_change=True to bend the schedule from the last checkpoint on)"
             raise CheckpointError(
-                f"workdir {workdir} holds a run with config key {key}={old.get(key)!r} ({source}), but this config has "
-                f"{new.get(key)!r}; {fix}"
+                f"workdir {workdir} holds a run with config key {key}={was!r} ({source}), but this config has "
+                f"{now!r}; {fix}"
             )
+    return {key: change for key, change in changed.items() if _under(key, SCHEDULE_KEYS)}
+
+
+def _under(key: str, keys: tuple[str, ...]) -> bool:
+    """Whether `key` is one of `keys` or inside one of them."""
+    return any(key == k or key.startswith(k + ".") for k in keys)
+
+
+def schedule_change_line(train: TrainConfig, changes: dict[str, tuple[Any, Any]], step: int) -> str:
+    """One line on a schedule changed at a resume from `step`: the keys, old -> new, and the learning
+    rate of the last step trained (old schedule) and of the next one (new schedule)."""
+    old_train = dataclasses.replace(train, **{key.split(".")[1]: was for key, (was, _) in changes.items()
+                                              if key in LR_KEYS})
+    old_lr, new_lr = float(optim.make_schedule(old_train)(step - 1)), float(optim.make_schedule(train)(step))
+    keys = ", ".join(f"{key} {was!r} -> {now!r}" for key, (was, now) in changes.items())
+    return (f"train.allow_schedule_change: the schedule changes from step {step + 1} on ({keys}); learning rate "
+            f"{old_lr:.3g} at step {step} (old schedule), {new_lr:.3g} at step {step + 1} (new schedule)")
 
 
 def _normal(value: Any) -> Any:

@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import time
 from typing import Any
 
@@ -396,8 +397,9 @@ def format_outputs(place: RunPlace) -> str:
     width = max((len(path) for path, _ in rows), default=0)
     return "\n".join(
         ["Outputs"] + [f"  {path.ljust(width)}  {what}" for path, what in rows]
-        + ["Next", f"  python -m babylm_jax.evaluate --workdir {place.workdir} --data_dir DATA_DIR",
-           f"  python -m babylm_jax.export --workdir {place.workdir} --output {os.path.join(place.local, 'hf')}"])
+        + ["Next", f"  python -m babylm_jax.evaluate --workdir {shlex.quote(place.workdir)} --data_dir DATA_DIR",
+           f"  python -m babylm_jax.export --workdir {shlex.quote(place.workdir)} "
+           f"--output {shlex.quote(os.path.join(place.local, 'hf'))}"])  # quoted: they paste as printed
 
 
 def format_summary(s: dict) -> str:

@@ -1,0 +1,153 @@
+"""A run is what it was started as (issue 35): a resume onto other inputs is refused, a changed schedule is said.
+
+- a changed, added or removed corpus file, a damaged tokenizer file or a damaged record of the
+  inputs (inputs.json) refuses the resume in one line naming the file (exit 2), before any work:
+  the workdir is left as it was;
+- unchanged inputs resume bit-exactly; a run older than the record resumes, records and says so;
+- train.allow_schedule_change logs the changed keys and the learning rate before and after.
+"""
+import json
+import pathlib
+import re
+import shutil
+
+import pytest
+from conftest import tiny_config
+from fixtures.data import synthetic
+
+from babylm_jax.config import cli
+from babylm_jax.core import rundir
+from babylm_jax.training import trainer
+
+
+def run_config(corpus_dir: pathlib.Path):
+    config = tiny_config(corpus_dir)
+    config.train.update(num_steps=8, eval_every_steps=100)
+    config.checkpoint.every_steps = 4
+    return config
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """(corpus folder of a.txt and b.txt, a workdir trained on it to step 8 with checkpoints at 4 and 8)."""
+    root = tmp_path_factory.mktemp("started")
+    corpus = synthetic.write_txt_corpus(root / "corpus", 300)
+    trainer.train_and_evaluate(run_config(corpus), str(root / "run"))
+    return corpus, root / "run"
+
+
+@pytest.fixture
+def corpus(started, tmp_path) -> pathlib.Path:
+    """The run's corpus folder, put back as it was (bytes and mtimes) after the test."""
+    folder = started[0]
+    shutil.copytree(folder, tmp_path / "corpus_kept")
+    yield folder
+    shutil.rmtree(folder)
+    shutil.copytree(tmp_path / "corpus_kept", folder)
+
+
+@pytest.fixture
+def workdir(started, tmp_path) -> pathlib.Path:
+    """A copy of the run without its last checkpoint (resuming trains steps 5..8 again)."""
+    copy = tmp_path / "run"
+    shutil.copytree(started[1], copy)
+    shutil.rmtree(copy / rundir.CHECKPOINTS / "8")
+    return copy
+
+
+def listing(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under `folder` but the lock file: path -> (bytes, mtime in ns)."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.name != rundir.LOCK_FILE}
+
+
+def refusal(capsys, config, workdir: pathlib.Path) -> str:
+    """The one error line of a resume refused through the commands' error path (exit 2); the workdir unchanged."""
+    before = listing(workdir)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("train", trainer.train_and_evaluate, config, str(workdir))
+    assert exit_info.value.code == cli.EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    assert "Resuming" not in captured.out and "Traceback" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("train: error: ")
+    assert listing(workdir) == before  # no budget.json rewrite, no new cache, no config.json
+    return lines[0]
+
+
+def _append_document(corpus: pathlib.Path) -> None:
+    with open(corpus / "a.txt", "a", encoding="utf-8") as f:
+        f.write("\n他们今天去公园散步。\n")
+
+
+def _same_size_edit(corpus: pathlib.Path) -> None:
+    text = (corpus / "a.txt").read_text(encoding="utf-8")
+    (corpus / "a.txt").write_text(text[:-2] + ("。" if text[-2] != "。" else "！") + text[-1], encoding="utf-8")
+
+
+CHANGES = {
+    "appended": (_append_document, r"corpus file \S*a\.txt has [\d,]+ bytes, [\d,]+ were recorded"),
+    "same size": (_same_size_edit, r"corpus file \S*a\.txt has changed \(same size, its sha256 differs\)"),
+    "added": (lambda c: (c / "c.txt").write_text("新的文件。\n", encoding="utf-8"), r"corpus file \S*c\.txt was added"),
+    "removed": (lambda c: (c / "b.txt").unlink(), r"corpus file \S*b\.txt was removed"),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_changed_corpus_is_refused_naming_the_file(change, corpus, workdir, capsys):
+    edit, named = CHANGES[change]
+    edit(corpus)
+    line = refusal(capsys, run_config(corpus), workdir)
+    assert re.search(named, line), line
+    assert "restore the inputs it was started from, or start a new --workdir" in line
+
+
+def test_a_damaged_tokenizer_is_refused_naming_the_file(started, workdir, capsys):
+    path = workdir / rundir.TOKENIZER / "tokenizer.json"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    line = refusal(capsys, run_config(started[0]), workdir)
+    assert re.search(r"tokenizer file tokenizer/tokenizer\.json has [\d,]+ bytes, [\d,]+ were recorded", line), line
+
+
+def test_a_damaged_record_is_refused_naming_it(started, workdir, capsys):
+    record = workdir / rundir.INPUTS
+    record.write_text(record.read_text()[:40])
+    line = refusal(capsys, run_config(started[0]), workdir)
+    assert f"{record}:" in line and "not valid JSON" in line and "start a new --workdir" in line
+
+
+def read_train(workdir: pathlib.Path) -> dict[int, dict]:
+    records = [json.loads(line) for line in (workdir / rundir.METRICS).read_text().splitlines()]
+    return {r["step"]: r for r in records if "loss" in r}
+
+
+def test_unchanged_inputs_resume_bit_exactly(started, workdir, capsys):
+    record = (workdir / rundir.INPUTS).read_text()
+    assert set(json.loads(record)["tokenizer"]) >= {"tokenizer/tokenizer.json"}
+    trainer.train_and_evaluate(run_config(started[0]), str(workdir))
+    assert "Resuming" in capsys.readouterr().out
+    assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
+    assert (workdir / rundir.INPUTS).read_text() == record
+
+
+def test_a_run_without_a_record_resumes_records_and_says_so(started, workdir, capsys):
+    (workdir / rundir.INPUTS).unlink()
+    trainer.train_and_evaluate(run_config(started[0]), str(workdir))
+    out = capsys.readouterr().out
+    assert sum("has no record of the inputs it was started from" in line for line in out.splitlines()) == 1
+    assert json.loads((workdir / rundir.INPUTS).read_text()) == json.loads((started[1] / rundir.INPUTS).read_text())
+    assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
+
+
+def test_a_schedule_change_says_the_learning_rate_before_and_after(started, tmp_path, capsys):
+    workdir = tmp_path / "run"
+    shutil.copytree(started[1], workdir)
+    config = run_config(started[0])
+    config.train.update(num_steps=10, allow_schedule_change=True)
+    trainer.train_and_evaluate(config, str(workdir))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train.allow_schedule_change")]
+    train = read_train(workdir)
+    assert lines == [f"train.allow_schedule_change: the schedule changes from step 9 on (train.num_steps 8 -> 10); "
+                     f"learning rate {train[8]['learning_rate']:.3g} at step 8 (old schedule), "
+                     f"{train[9]['learning_rate']:.3g} at step 9 (new schedule)"]
