@@ -2,7 +2,8 @@
 
 Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
 (<workdir>/tokenizer) and tokenises the corpus into the sharded token cache under
-<workdir>/data, all resumable. With --data_dir, also writes <workdir>/leakage.json (which
+<workdir>/data, all resumable; on a trained workdir it refuses a corpus other than the one the run
+was started from (`corpus.run_inputs`), as train's resume does. With --data_dir, also writes <workdir>/leakage.json (which
 evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
 audit. `train` runs the same steps itself when the cache is missing. A user error is one line and
 exit status 2 (`babylm_jax.config.cli`).
@@ -20,10 +21,11 @@ from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import unk_audit
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.corpus import run_inputs
 from babylm_jax.corpus.prepare import prepare_corpus
 from babylm_jax.core import rundir
 from babylm_jax.core.remote import RunPlace
-from babylm_jax.core.rundir import workdir_lock
+from babylm_jax.core.rundir import checkpoint_steps, workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__, on_stop="the shards counted and tokenised so far are kept; run the same "
                       "command to go on from them")
@@ -63,6 +65,8 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     # The evaluation items are read (and a bad file named) before the corpus pass, not after it.
     detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
                                                                data_config.normalize)
+    if checkpoint_steps(str(workdir)):  # a trained run's data: only the inputs it was started from
+        run_inputs.check_inputs(workdir, run_inputs.corpus_files(data_config))
     prepared = prepare_corpus(run, workdir)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "

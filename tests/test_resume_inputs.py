@@ -103,6 +103,22 @@ def test_a_changed_corpus_is_refused_naming_the_file(change, corpus, workdir, ca
     assert "restore the inputs it was started from, or start a new --workdir" in line
 
 
+def test_prepare_on_a_trained_workdir_refuses_a_changed_corpus(corpus, workdir, capsys):
+    from babylm_jax import prepare
+
+    config_file = workdir.parent / "config.py"
+    config_file.write_text("import pathlib\nfrom fixtures.data.synthetic import tiny_config\n\ndef get_config():\n"
+                           f"    return tiny_config(pathlib.Path({str(corpus)!r}))\n", encoding="utf-8")
+    _append_document(corpus)
+    before = listing(workdir)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("prepare", prepare.main, ["prepare", f"--config={config_file}", f"--workdir={workdir}"])
+    assert exit_info.value.code == cli.EXIT_USER_ERROR
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("prepare: error: ") and re.search(CHANGES["appended"][1], line), line
+    assert listing(workdir) == before
+
+
 def test_a_damaged_tokenizer_is_refused_naming_the_file(started, workdir, capsys):
     path = workdir / rundir.TOKENIZER / "tokenizer.json"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
