@@ -197,10 +197,10 @@ def main() -> None:
         for bench in benches:
             bench.seconds.append(bench.run(args.steps))
     conditions.report()
-    peaks = {"measured": conditions.run_peak, "idle": conditions.best_peak}
+    peak_flops = {"measured": conditions.run_peak, "idle": conditions.best_peak}
     if args.peak == "table":
-        peaks = {"table": peaks.device_peak_flops()[0]}  # all devices
-    print("peaks for MFU: " + ", ".join(f"{k} {v / 1e12:,.3f} TFLOP/s" for k, v in peaks.items()))
+        peak_flops = {"table": peaks.device_peak_flops()[0]}  # all devices
+    print("peaks for MFU: " + ", ".join(f"{k} {v / 1e12:,.3f} TFLOP/s" for k, v in peak_flops.items()))
 
     labels = labels_for(benches)
     best_rates = {}
@@ -211,7 +211,7 @@ def main() -> None:
               f"{bench.flops_per_token / 1e6:,.2f} MFLOP/token; model {best_rates[label] * bench.flops_per_token / 1e9:,.1f} "
               f"GFLOP/s; step {1e3 * min(bench.seconds) / args.steps:,.1f} ms")
     mfu = {}
-    for kind, peak in peaks.items():
+    for kind, peak in peak_flops.items():
         for label, bench in zip(labels, benches):
             mfu[kind, label] = best_rates[label] * bench.flops_per_token / peak
             print(f"mfu_vs_{kind}_peak[{label}]: {mfu[kind, label]:.2f}")
@@ -219,7 +219,7 @@ def main() -> None:
         for label in labels:
             if label != "causal":
                 print(f"{label}_over_causal_tokens: {best_rates[label] / best_rates['causal']:.2f}")
-    kind = next(iter(peaks))
+    kind = next(iter(peak_flops))
     print(f"mfu_vs_{kind}_peak: {min(m for (k, _), m in mfu.items() if k == kind):.2f}")
 
 
