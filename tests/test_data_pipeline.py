@@ -1,6 +1,7 @@
 """Prepare (budget, token cache, resume) and the packed batch pipeline."""
 import json
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -65,6 +66,22 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
     between = budget.budget_report(cache, word_budget=report["words"], allow_over_budget=False)
     with pytest.raises(budget.BudgetError, match=rf"as read: {report['words_raw']:,}; as trained on: {report['words']:,}"):
         budget.enforce_budget(between, tmp_path / "budget.json")  # the larger count is the one enforced
+
+
+def test_counted_corpus_reports_its_budget_without_jieba(tmp_path, monkeypatch):
+    """A prepared workdir's budget comes from its counted shards: train on a machine without jieba
+    (the H200 image: experiments/benchmarks/h200_check.sh) reports the same counts."""
+    from babylm_jax.corpus import counting
+    from babylm_jax.config.data import DataConfig
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "docs.jsonl").write_text('{"text": "小猫在睡觉。"}\n{"text": "今天天气很好"}\n', encoding="utf-8")
+    data_config = DataConfig.from_config(synthetic.tiny_config(tmp_path / "corpus").data)
+    counted = budget.budget_report(counting.count_corpus(data_config, tmp_path / "data"), 1000, False)
+    monkeypatch.setitem(sys.modules, "jieba", None)  # import jieba now raises ImportError
+    again = budget.budget_report(counting.count_corpus(data_config, tmp_path / "data"), 1000, False)
+    assert "not installed" in again.pop("counter") and counted.pop("counter").endswith("0.42.1")
+    assert again == counted
 
 
 def test_over_budget_refused(corpus_dir, tmp_path):

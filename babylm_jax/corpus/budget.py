@@ -54,8 +54,12 @@ def budget_report(cache: CorpusCache, word_budget: int, allow_over_budget: bool)
 
 
 def _jieba_version() -> str:
-    import jieba
-
+    """jieba's version, or a note where it is not installed: a prepared workdir's counts come from its
+    counted shards, so train and a re-run prepare need jieba only for shards still to count."""
+    try:
+        import jieba
+    except ImportError:
+        return "not installed here (the counts were read from the counted shards)"
     return jieba.__version__
 
 
