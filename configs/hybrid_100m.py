@@ -29,7 +29,7 @@ Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687
 for training, by training/metrics.py's convention (remat recomputation not counted).
 Assuming 35% MFU on an H200 (989 TFLOP/s bf16 dense) gives ~475k tokens/s, so 0.28 s per
 step and ~50 minutes for 10,000 steps. Measure it with
-experiments/benchmarks/h200_hybrid_100m.sh (under 5 minutes).
+experiments/benchmarks/h200_check.sh (part 2; under 8 minutes in all).
 
 Memory (XLA's GPU compiler for an H100, run on a CPU host without a GPU:
 `python -m babylm_jax.aot --config configs/hybrid_100m.py`, 2026-12-02): 1.67 GiB of train

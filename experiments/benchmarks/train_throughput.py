@@ -2,7 +2,7 @@
 
     python experiments/benchmarks/train_throughput.py        # configs/base.py, base_mlm.py, base_hybrid.py
     python experiments/benchmarks/train_throughput.py --configs configs/hybrid_100m.py --peak table \
-        --lengths 512 128 --steps 5 --repeats 3               # one accelerator (see h200_hybrid_100m.sh)
+        --lengths 512 128 --steps 5 --repeats 3               # one accelerator (see h200_check.sh)
     python experiments/benchmarks/train_throughput.py --memory_only --configs configs/causal_14m.py
     python experiments/benchmarks/train_throughput.py --config.model.num_layers=2 --config.train.batch_size=8
 
