@@ -38,14 +38,16 @@ def main() -> None:
     steps = sorted(set(a) & set(b))
     rows = [{"step": s, "uninterrupted": a[s], "resumed": b[s], "abs_diff": abs(a[s] - b[s])} for s in steps]
     report = {"resumed_from": args.resumed_from, "steps_compared": len(rows), "steps": rows}
-    for part, keep in (("before_resume", lambda s: s <= args.resumed_from), ("after_resume", lambda s: s > args.resumed_from)):
+    parts = (("before_resume", lambda s: s <= args.resumed_from), ("after_resume", lambda s: s > args.resumed_from))
+    for part, keep in parts:
         diffs = [r["abs_diff"] for r in rows if keep(r["step"])]
         report[part] = {"steps": len(diffs), "max_abs_diff": max(diffs) if diffs else None,
                         "exact": bool(diffs) and max(diffs) == 0.0}
         print(f"{part}: {len(diffs)} logged steps, max |loss difference| "
               f"{'n/a' if not diffs else f'{max(diffs):.3g}'}{' (bit-equal)' if report[part]['exact'] else ''}")
     if rows:
-        print(f"last step {rows[-1]['step']}: uninterrupted {rows[-1]['uninterrupted']:.5f}, resumed {rows[-1]['resumed']:.5f}")
+        last = rows[-1]
+        print(f"last step {last['step']}: uninterrupted {last['uninterrupted']:.5f}, resumed {last['resumed']:.5f}")
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(report, indent=1))
 
