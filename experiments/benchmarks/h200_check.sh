@@ -27,6 +27,9 @@
 #     (run_b); resume_check.py compares the logged losses.
 #   4 scoring: evaluate --tasks zhoblimp on run_a's final checkpoint: pairs/s (CPU figure:
 #     experiments/README.md, minimal_pairs_throughput.py, 1,173 causal pairs/s for base.py's model).
+# A rerun of failed parts only (the first call's start and 8 minutes leave ~5 of the 15; part 4 scores
+# part 3's run, so it needs 3 in the same call): e.g.
+#   run(command="H200_CHECK_PARTS='0 3 4' bash experiments/benchmarks/h200_check.sh", carry=[".h200"], timeout_s=400)
 # Files back (at most 8): log.txt, summary.json, attention.json, throughput.txt, resume.json,
 # zhoblimp_results.json, zhoblimp_details.json.
 set -uo pipefail
@@ -38,6 +41,7 @@ mkdir -p "$OUT"
 LOG=$OUT/log.txt
 : > "$LOG"
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=1 TQDM_MININTERVAL=15  # progress bars: a line each 15 s
+PARTS=${H200_CHECK_PARTS:-0 1 2 3 4}  # a rerun of some parts: H200_CHECK_PARTS="0 3" (0, the install, is needed by all)
 DEADLINE=$((SECONDS + ${H200_CHECK_BUDGET_S:-480}))  # every part's timeout is cut to what is left of this
 SUMMARY=$OUT/summary.json
 echo '{}' > "$SUMMARY"
@@ -61,6 +65,7 @@ EOF
 # records status ran / failed (rc) / timed out / skipped (no time left).
 step() {
   local part=$1 limit=$2; shift 2
+  if [[ " ${PARTS} " != *" ${part:4:1} "* ]]; then say "$part: not asked for (H200_CHECK_PARTS=$PARTS)"; return 0; fi
   local left=$((DEADLINE - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
   if [ "$limit" -lt 10 ]; then say "$part: skipped (no time left)"; record "$part" status skipped; return 1; fi
   say "$part: $* (timeout ${limit}s)"
