@@ -16,11 +16,11 @@ budget.json then says the exact count.
 Prepare runs with the BPE tokenizer (vocab 8,000) and, with --data_dir, the leakage check. Its
 stages are told apart by its own progress output, timestamped as it arrives: the bars `count words`
 (normalisation and jieba counting, one pass in worker processes), `SentencePiece: training` and
-`tokenise`, and the lines it prints after the token cache is merged (`budget:`) and after the
-leakage check (`leakage (`). Memory is the summed RSS of prepare's process tree (it and its
-workers), sampled every 0.2 s. The share of normalisation in the counting stage is measured apart,
-in this process, on a sample of the documents. Writes a JSON report and prints a table with the
-load average and the matmul peak (experiments/benchmarks/conditions.py).
+`tokenise` (a bar's end: it clears its line), and the lines it prints after the token cache is
+merged (`budget:`) and after the leakage check (`leakage (`). Memory is the summed RSS of prepare's
+process tree (it and its workers), sampled every 0.2 s. The share of normalisation in the counting
+stage is measured apart, in this process, on a sample of the documents. Writes a JSON report and
+prints a table with the load average and the matmul peak (experiments/benchmarks/conditions.py).
 """
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ SAMPLE_INTERVAL_S = 0.2
 # (pattern in prepare's output, the stage that starts there), in the order prepare reaches them.
 STAGE_MARKS = [
     (re.compile(r"count words"), "normalise + count words"),
-    (re.compile(r"count words:.*?\b(\d+)/\1\b"), "budget + char counts"),
+    (re.compile(r"^\s+$"), "budget + char counts"),  # a finished bar (leave=False) clears its line with spaces
     (re.compile(r"SentencePiece: training"), "tokenizer training"),
     (re.compile(r"tokenise"), "tokenisation"),
-    (re.compile(r"tokenise:.*?\b(\d+)/\1\b"), "token cache (merge)"),
+    (re.compile(r"^\s+$"), "token cache (merge)"),
     (re.compile(r"^budget: "), "leakage check"),
     (re.compile(r"^leakage \("), "reports"),
 ]
@@ -257,7 +257,7 @@ def main() -> None:
 
     conditions = Conditions.start()
     conditions.probe()
-    started, corpus = datetime.datetime.now(datetime.timezone.utc), args.workdir / "corpus"
+    started, commit, corpus = datetime.datetime.now(datetime.timezone.utc), git_commit(), args.workdir / "corpus"
     write_start = time.perf_counter()
     written = write_corpus(corpus, args.million_words, args.data_dir, args.seed)
     written["seconds"] = round(time.perf_counter() - write_start, 1)
@@ -272,7 +272,7 @@ def main() -> None:
     lines: list[str] = []
     conditions.report(lines.append)
     budget = json.loads((args.workdir / "run" / "budget.json").read_text())
-    report = {"date": started.isoformat(timespec="seconds"), "commit": git_commit(), "million_words": args.million_words,
+    report = {"date": started.isoformat(timespec="seconds"), "commit": commit, "million_words": args.million_words,
               "corpus": written, "words_raw": budget["words_raw"], "words": budget["words"], "command": command,
               "stages": stages, "normalisation_share_of_count": round(normalisation_share(corpus), 3),
               "load_before": conditions.load_before, "load_after": os.getloadavg(),
