@@ -203,6 +203,13 @@ def output_pieces(stream) -> Iterator[tuple[str, bool]]:
     yield buffer, True
 
 
+def reached_mark(piece: str, next_mark: int) -> int | None:
+    """The index of the first mark of STAGE_MARKS[next_mark:] that `piece` shows (a line of spaces:
+    only the next mark), or None."""
+    last = len(STAGE_MARKS) if piece.strip() else min(next_mark + 1, len(STAGE_MARKS))
+    return next((k for k in range(next_mark, last) if STAGE_MARKS[k][0].search(piece)), None)
+
+
 def run_prepare(command: list[str], log_path: pathlib.Path) -> tuple[list[dict], int]:
     """Runs `command`, timing each stage by the marks of STAGE_MARKS; (stages, exit status)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
@@ -213,12 +220,10 @@ def run_prepare(command: list[str], log_path: pathlib.Path) -> tuple[list[dict],
         for piece, whole in output_pieces(process.stdout):
             if whole:
                 log.write(f"{time.perf_counter() - start:9.2f} {piece}\n")
-            for k in range(next_mark, len(STAGE_MARKS)):
-                pattern, stage = STAGE_MARKS[k]
-                if pattern.search(piece):
-                    starts.append((stage, time.perf_counter() - start))
-                    memory.stage, next_mark = stage, k + 1
-                    break
+            k = reached_mark(piece, next_mark)
+            if k is not None:
+                starts.append((STAGE_MARKS[k][1], time.perf_counter() - start))
+                memory.stage, next_mark = STAGE_MARKS[k][1], k + 1
         status = process.wait()
     end = time.perf_counter() - start
     bounds = starts + [("end", end)]
