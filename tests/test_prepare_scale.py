@@ -1,4 +1,5 @@
 """experiments/prepare_scale.py: its corpus is the official parquet layout our reader reads, near the asked size."""
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from fixtures.data import synthetic
@@ -28,8 +29,6 @@ def test_the_corpus_is_read_as_the_official_one_with_about_the_words_asked(scale
 
 
 def test_a_varied_document_keeps_its_characters(scale):
-    import numpy as np
-
     text = "第一句。第二句！第三句？第四句"
     for seed in range(8):
         pieces = scale.vary(text, np.random.default_rng(seed))
