@@ -84,7 +84,7 @@ def _head_from_official(trainer: Any) -> dict:
     return {"dense": as_dense(linears[0]), "out": as_dense(linears[1])}
 
 
-def _token_agreement(trainer: Any, task: clue.ClueTask, encoded: clue.EncodedSplit, texts: list) -> int:
+def _token_agreement(trainer: Any, encoded: clue.EncodedSplit, texts: list) -> int:
     """Examples whose ids under the official tokenizer (its collate's call, one at a time) equal ours."""
     same = 0
     for text, ours in zip(texts, encoded.ids):
@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "task": args.task, "seed": args.seed, "epochs": args.epochs, "num_train": len(train.ids),
         "num_dev": len(dev.ids), "num_steps": num_steps,
-        "train_ids_identical": _token_agreement(trainer, task, train, dataset.texts),
-        "dev_ids_identical": _token_agreement(trainer, task, dev, trainer.valid_dataloader.dataset.texts),
+        "train_ids_identical": _token_agreement(trainer, train, dataset.texts),
+        "dev_ids_identical": _token_agreement(trainer, dev, trainer.valid_dataloader.dataset.texts),
         "epochs_compared": []}
     dev_labels = np.asarray(dev.labels)
     our_losses, step = [], 0
