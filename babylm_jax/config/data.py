@@ -15,6 +15,7 @@ from babylm_jax.config.typed import build
 from babylm_jax.core.text import Normalizer
 
 KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
+WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/segmenter.py)
 REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
 PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)
 TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line
@@ -63,6 +64,7 @@ class DataConfig:
     max_document_chars: int
     num_workers: int
     shard_chars: int
+    word_counter: str
     reader_threads: int
     leakage: LeakageConfig
 
@@ -79,6 +81,7 @@ class DataConfig:
         _one_of("data.txt_documents", self.txt_documents, TXT_DOCUMENTS)
         _one_of("data.on_bad_line", self.on_bad_line, ON_BAD_LINE)
         _one_of("data.packing", self.packing, PACKINGS)
+        _one_of("data.word_counter", self.word_counter, WORD_COUNTERS)
         if not 0.0 <= self.eval_share < 1.0:
             raise ValueError(f"config key data.eval_share: {self.eval_share} is not in [0, 1)")
         if not 0.0 < self.tokenizer.character_coverage <= 1.0:

@@ -1,7 +1,8 @@
 """The official word budget: report (budget.json) and enforcement.
 
 Words are `len(list(jieba.cut(document)))` summed over all documents of the corpus (jieba
-0.42.1, default mode), counted in worker processes by `counting.count_corpus`, twice:
+0.42.1, default mode), counted in worker processes by `counting.count_corpus` (with jieba's rule,
+exactly: corpus/segmenter.py), twice:
 `words_raw` on each source document as read (what a reviewer applying the official rule to
 the declared files gets: spaces and empty lines count as jieba words) and `words` on the
 normalised text that is trained on. The budget is enforced on the larger. The held-out
@@ -45,6 +46,7 @@ def budget_report(cache: CorpusCache, word_budget: int, allow_over_budget: bool)
             "over_budget": bool(over),
             "allowed_over_budget": bool(over and allow_over_budget),
             "counter": "len(list(jieba.cut(document))), jieba " + _jieba_version(),
+            **cache.checks(),
             "leakage_dropped_lines": cache.dropped_lines(),
             "sources": {s.name: {**totals(doc_source == i), "words_raw": int(raw_words[i])}
                         for i, s in enumerate(cache.sources)},

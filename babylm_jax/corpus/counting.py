@@ -5,7 +5,9 @@ Layout under `<workdir>/data/`:
                                      doc_source, word_bits (jieba word starts per character,
                                      packed), char_counts.json, dropped_lines.json,
                                      raw_words.json (source -> the official count of the
-                                     documents as read, before normalisation and filtering)
+                                     documents as read, before normalisation and filtering),
+                                     checks.json (the segmenter that counted it, and how many of
+                                     its documents were checked against jieba.cut)
     corpus-<ckey>/index.json         the number of shards and the size and sha256 of every shard
                                      file, written last; checked at each load (damaged shards
                                      are counted again)
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import logging as stdlib_logging
 import pathlib
@@ -28,53 +31,97 @@ from absl import logging
 
 from babylm_jax.core.atomic import atomic_dir, atomic_write_json
 from babylm_jax.corpus import sources as corpus
-from babylm_jax.corpus import words
+from babylm_jax.corpus import segmenter, words
 from babylm_jax.corpus.cache_integrity import file_records, problems
 from babylm_jax.corpus.cache_keys import corpus_key
 from babylm_jax.config.data import DataConfig
 from babylm_jax.core.workers import chunks_by_chars, num_workers, run_tasks
 
 
-def _init_worker() -> None:
+CHECK_EVERY = 200  # every 200th document of a shard counted by the faster segmenter is checked against jieba.cut
+_WORD_LENGTHS: tuple[Callable[[str], list[int]], str] | None = None
+
+
+def _init_worker(use_port: bool = True) -> None:
+    """Loads jieba (and the faster exact segmenter, where wanted and installed) once per process."""
+    global _WORD_LENGTHS
     words.init_jieba()
+    _WORD_LENGTHS = segmenter.make_word_lengths(use_port)
 
 
-def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter) -> str:
-    """Normalises one shard of raw documents, counts jieba words (as read and as kept), records word starts."""
-    texts, sources, doc_words, doc_chars, doc_lines, bits = [], [], [], [], [], []
-    char_counts: collections.Counter = collections.Counter()
-    raw_words: collections.Counter = collections.Counter()
-    dropped_lines = 0
-    for source, raw_text in raw:
+def _jieba_lengths(text: str) -> list[int]:
+    return [len(word) for word in words.jieba_words(text)]
+
+
+@dataclasses.dataclass
+class _ShardCounts:
+    texts: list[str] = dataclasses.field(default_factory=list)
+    sources: list[int] = dataclasses.field(default_factory=list)
+    doc_words: list[int] = dataclasses.field(default_factory=list)
+    doc_chars: list[int] = dataclasses.field(default_factory=list)
+    doc_lines: list[int] = dataclasses.field(default_factory=list)
+    bits: list[np.ndarray] = dataclasses.field(default_factory=list)
+    char_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    raw_words: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    dropped_lines: int = 0
+    checks: dict = dataclasses.field(default_factory=dict)
+
+
+def _count_documents(raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter,
+                     word_lengths: Callable[[str], list[int]], check_every: int) -> _ShardCounts | None:
+    """Normalises and counts one shard's documents with `word_lengths`; every `check_every`-th document
+    (0: none) is also cut by jieba itself. None if one of those differs."""
+    counts = _ShardCounts()
+    for i, (source, raw_text) in enumerate(raw):
         text = normalize(raw_text)
         if line_filter is not None and text:
             lines = text.split("\n")
             keep = line_filter.keep_lines(lines)
-            dropped_lines += int((~keep).sum())
+            counts.dropped_lines += int((~keep).sum())
             text = "\n".join(line for line, k in zip(lines, keep) if k)
-        if not text.strip():
-            raw_words[source] += len(words.jieba_words(raw_text))
+        kept = bool(text.strip())
+        lengths = word_lengths(text) if kept else []
+        raw_count = len(lengths) if kept and text == raw_text else len(word_lengths(raw_text))
+        if check_every and i % check_every == 0:
+            if raw_count != len(words.jieba_words(raw_text)) or (kept and lengths != _jieba_lengths(text)):
+                logging.warning("the faster segmenter cut a document differently from jieba.cut (it starts %r); "
+                                "counting its shard with jieba.cut", raw_text[:30])
+                return None
+            counts.checks["checked"] = counts.checks.get("checked", 0) + 1
+        counts.raw_words[source] += raw_count
+        if not kept:
             continue
-        segmented = words.jieba_words(text)
-        raw_words[source] += len(segmented) if text == raw_text else len(words.jieba_words(raw_text))
-        texts.append(text)
-        sources.append(source)
-        doc_words.append(len(segmented))
-        doc_chars.append(len(text))
-        doc_lines.append(text.count("\n") + 1)
-        bits.append(words.word_start_mask(segmented))
-        char_counts.update(text)
+        counts.texts.append(text)
+        counts.sources.append(source)
+        counts.doc_words.append(len(lengths))
+        counts.doc_chars.append(len(text))
+        counts.doc_lines.append(text.count("\n") + 1)
+        counts.bits.append(words.start_mask(lengths))
+        counts.char_counts.update(text)
+    return counts
+
+
+def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter) -> str:
+    """Normalises one shard of raw documents, counts jieba words (as read and as kept), records word starts."""
+    word_lengths, name = _WORD_LENGTHS or segmenter.make_word_lengths(False)
+    counts = _count_documents(raw, normalize, line_filter, word_lengths, CHECK_EVERY if name != "jieba.cut" else 0)
+    if counts is None:
+        name = "jieba.cut (the faster segmenter differed on a checked document)"
+        counts = _count_documents(raw, normalize, line_filter, _jieba_lengths, 0)
+    counts.checks["counter"] = name
     final = pathlib.Path(out_dir)
     with atomic_dir(final) as tmp:
-        (tmp / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
-        np.save(tmp / "doc_source.npy", np.asarray(sources, np.int32))
-        np.save(tmp / "doc_words.npy", np.asarray(doc_words, np.int64))
-        np.save(tmp / "doc_chars.npy", np.asarray(doc_chars, np.int64))
-        np.save(tmp / "doc_lines.npy", np.asarray(doc_lines, np.int64))
-        np.save(tmp / "word_bits.npy", np.packbits(np.concatenate(bits) if bits else np.zeros(0, bool)))
-        (tmp / "char_counts.json").write_text(json.dumps(char_counts, ensure_ascii=False))
-        (tmp / "dropped_lines.json").write_text(json.dumps(dropped_lines))
-        (tmp / "raw_words.json").write_text(json.dumps(raw_words))
+        (tmp / "texts.json").write_text(json.dumps(counts.texts, ensure_ascii=False))
+        np.save(tmp / "doc_source.npy", np.asarray(counts.sources, np.int32))
+        np.save(tmp / "doc_words.npy", np.asarray(counts.doc_words, np.int64))
+        np.save(tmp / "doc_chars.npy", np.asarray(counts.doc_chars, np.int64))
+        np.save(tmp / "doc_lines.npy", np.asarray(counts.doc_lines, np.int64))
+        bits = np.concatenate(counts.bits) if counts.bits else np.zeros(0, bool)
+        np.save(tmp / "word_bits.npy", np.packbits(bits))
+        (tmp / "char_counts.json").write_text(json.dumps(counts.char_counts, ensure_ascii=False))
+        (tmp / "dropped_lines.json").write_text(json.dumps(counts.dropped_lines))
+        (tmp / "raw_words.json").write_text(json.dumps(counts.raw_words))
+        (tmp / "checks.json").write_text(json.dumps(counts.checks))
     return out_dir
 
 
@@ -101,6 +148,17 @@ class CorpusCache:
         for d in self.shard_dirs:
             total.update({int(k): v for k, v in json.loads((d / "raw_words.json").read_text()).items()})
         return {i: total.get(i, 0) for i in range(len(self.sources))}
+
+    def checks(self) -> dict:
+        """How the shards were counted: shards per segmenter, and documents checked against jieba.cut."""
+        counted_by: collections.Counter = collections.Counter()
+        checked = 0
+        for d in self.shard_dirs:
+            path = d / "checks.json"
+            record = json.loads(path.read_text()) if path.exists() else {"counter": "jieba.cut"}
+            counted_by[record["counter"]] += 1
+            checked += record.get("checked", 0)
+        return {"shards_counted_by": dict(counted_by), "documents_checked_against_jieba_cut": checked}
 
     def dropped_lines(self) -> int:
         return sum(json.loads((d / "dropped_lines.json").read_text()) for d in self.shard_dirs)
@@ -148,7 +206,7 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
                          if not (d / "raw_words.json").exists())
             missing = sum(not (d / "raw_words.json").exists() for d in cache.shard_dirs)
             run_tasks(count_raw_shard, raw_tasks, num_workers(data_config.num_workers), missing, "count words as read",
-                      initializer=_init_worker)
+                      initializer=words.init_jieba)
             if "files" in json.loads(index_path.read_text()):  # record the new files' checksums too
                 atomic_write_json(index_path, {"shards": n, "files": file_records(directory / "shards")})
         return cache
@@ -163,7 +221,8 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
                 yield (str(out), raw, normalize, line_filter)
 
     total = _shards_to_count(sources, data_config, directory)
-    run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), total, "count words", initializer=_init_worker)
+    run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), total, "count words",
+              initializer=functools.partial(_init_worker, data_config.word_counter == "auto"))
     cache = CorpusCache(directory, sources, shard_dirs)
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)

@@ -29,7 +29,12 @@ def jieba_words(text: str) -> list[str]:
 
 def word_start_mask(words: list[str]) -> np.ndarray:
     """[characters] bool: True at the first character of each word of `words` (joined)."""
-    lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+    return start_mask([len(w) for w in words])
+
+
+def start_mask(word_lengths: list[int]) -> np.ndarray:
+    """[characters] bool: True at the first character of each word, from the words' lengths in order."""
+    lengths = np.asarray(word_lengths, dtype=np.int64)
     mask = np.zeros(int(lengths.sum()), dtype=bool)
     starts = np.cumsum(lengths) - lengths
     mask[starts[lengths > 0]] = True
