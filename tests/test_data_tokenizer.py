@@ -1,9 +1,13 @@
 """Tokenizers: round trips, character offsets, byte fallback, save/load, fixed special ids."""
+import json
 import pathlib
 
 import ml_collections
+import numpy as np
 import pytest
 
+from babylm_jax.core.vocab import Framing
+from babylm_jax.corpus import token_cache, words
 from babylm_jax.corpus import tokenizer as tok
 from babylm_jax.tasks import unk_audit
 from fixtures.data import synthetic
@@ -61,6 +65,45 @@ def test_unseen_characters(trained):
     for i, (start, end) in zip(ids, offsets):
         if tok._is_byte_piece(trained.id_to_piece(i)):
             assert end - start == 1 and UNSEEN[start] in "龘🙂ü"
+
+
+def _shard_texts() -> list[str]:
+    return [TEXT, UNSEEN, "龘龘龘 龘", "  前后有空格  ", "a", UNSEEN + TEXT] + synthetic.documents(40)
+
+
+def test_offsets_batch_equals_offsets_array_text_by_text(trained):
+    texts = _shard_texts()
+    ids = trained.encode_batch(texts)
+    batch = trained.offsets_batch(texts, ids)
+    assert batch.tolist() == np.concatenate([trained.offsets_array(t, i) for t, i in zip(texts, ids)]).tolist()
+
+
+def _reference_shard(tokenizer, texts: list[str], char_bits: np.ndarray, framing: Framing) -> dict:
+    """The obvious per-document token cache shard: framed ids, word starts, lengths."""
+    tokens, starts, base = [], [], 0
+    for text in texts:
+        ids, offsets = tokenizer.encode_with_offsets(text)
+        tokens += framing.frame(ids)
+        first_of_char = [k == 0 or offsets[k][0] != offsets[k - 1][0] for k in range(len(ids))]
+        starts += [1] + [int(first and s < len(text) and char_bits[base + min(s, len(text) - 1)])
+                         for first, (s, _) in zip(first_of_char, offsets)] + [1]
+        base += len(text)
+    return {"tokens": tokens, "word_starts": starts, "doc_lengths": [len(tokenizer.encode(t)) + 2 for t in texts]}
+
+
+def test_tokenize_shard_equals_the_per_document_reference(trained, tmp_path):
+    texts = _shard_texts()
+    count_dir = tmp_path / "count"
+    count_dir.mkdir()
+    (count_dir / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
+    char_bits = np.concatenate([words.word_start_mask(words.jieba_words(t)) for t in texts])
+    np.save(count_dir / "doc_chars.npy", np.asarray([len(t) for t in texts], np.int64))
+    np.save(count_dir / "word_bits.npy", np.packbits(char_bits))
+    trained.save(tmp_path / "tokenizer")
+    framing = Framing(opener_id=5, closer_id=6, causal=False)
+    token_cache.tokenize_shard(str(count_dir), str(tmp_path / "out"), str(tmp_path / "tokenizer"), framing)
+    got = {name: np.load(tmp_path / "out" / f"{name}.npy").tolist() for name in ("tokens", "word_starts", "doc_lengths")}
+    assert got == _reference_shard(trained, texts, char_bits, framing)
 
 
 def test_save_load(trained, tmp_path):

@@ -14,6 +14,7 @@ re-run skips them), then the shards are merged into one directory, renamed into 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import pathlib
 import shutil
@@ -38,27 +39,41 @@ def tokenize_shard(count_dir: str, out_dir: str, tokenizer_dir: str, framing: Fr
     tokenizer = _TOKENIZERS[tokenizer_dir]
     count_dir_p = pathlib.Path(count_dir)
     texts = json.loads((count_dir_p / "texts.json").read_text())
-    doc_chars = np.load(count_dir_p / "doc_chars.npy")
-    char_bits = np.unpackbits(np.load(count_dir_p / "word_bits.npy"), count=int(doc_chars.sum())).astype(bool)
-    char_base = np.cumsum(doc_chars) - doc_chars
+    doc_chars_D = np.load(count_dir_p / "doc_chars.npy")
+    char_bits = np.unpackbits(np.load(count_dir_p / "word_bits.npy"), count=int(doc_chars_D.sum())).astype(bool)
+    ids_per_doc = tokenizer.encode_batch(texts)
+    lengths_D = np.fromiter(map(len, ids_per_doc), np.int64, count=len(ids_per_doc))
+    ids_T = np.fromiter(itertools.chain.from_iterable(ids_per_doc), np.int64, count=int(lengths_D.sum()))
+    word_start_T = _word_starts(tokenizer.offsets_batch(texts, ids_per_doc), lengths_D, doc_chars_D, char_bits)
     dtype = token_dtype(tokenizer.vocab_size)
-    pieces, starts, lengths = [], [], []
-    for text, ids, base in zip(texts, tokenizer.encode_batch(texts), char_base.tolist()):
-        ids_T = np.asarray(ids, dtype=np.int64)
-        spans_Tx2 = tokenizer.offsets_array(text, ids)
-        first_of_char_T = np.ones(len(ids), bool)
-        first_of_char_T[1:] = spans_Tx2[1:, 0] != spans_Tx2[:-1, 0]
-        in_text_T = spans_Tx2[:, 0] < len(text)
-        start_T = base + np.minimum(spans_Tx2[:, 0], max(len(text) - 1, 0))
-        word_start_T = first_of_char_T & in_text_T & char_bits[start_T]
-        pieces.append(np.asarray(framing.frame(ids_T.tolist()), dtype=dtype))
-        starts.append(np.concatenate([[1], word_start_T, [1]]).astype(np.uint8))
-        lengths.append(len(ids) + 2)
     with atomic_dir(pathlib.Path(out_dir)) as tmp:
-        np.save(tmp / "tokens.npy", np.concatenate(pieces) if pieces else np.zeros(0, dtype))
-        np.save(tmp / "word_starts.npy", np.concatenate(starts) if starts else np.zeros(0, np.uint8))
-        np.save(tmp / "doc_lengths.npy", np.asarray(lengths, np.int64))
+        np.save(tmp / "tokens.npy", _framed(ids_T, lengths_D, framing.opener_id, framing.closer_id).astype(dtype))
+        np.save(tmp / "word_starts.npy", _framed(word_start_T, lengths_D, 1, 1).astype(np.uint8))
+        np.save(tmp / "doc_lengths.npy", lengths_D + 2)
     return out_dir
+
+
+def _word_starts(spans_Tx2: np.ndarray, lengths_D: np.ndarray, doc_chars_D: np.ndarray, char_bits: np.ndarray) -> np.ndarray:
+    """[T] bool: the token is the first of its character and that character begins a jieba word."""
+    doc_T = np.repeat(np.arange(len(lengths_D)), lengths_D)
+    first_of_char_T = np.ones(len(doc_T), bool)
+    first_of_char_T[1:] = spans_Tx2[1:, 0] != spans_Tx2[:-1, 0]
+    first_of_char_T[(np.cumsum(lengths_D) - lengths_D)[lengths_D > 0]] = True
+    chars_T = doc_chars_D[doc_T]
+    in_text_T = spans_Tx2[:, 0] < chars_T
+    char_base_D = np.cumsum(doc_chars_D) - doc_chars_D
+    start_T = char_base_D[doc_T] + np.minimum(spans_Tx2[:, 0], np.maximum(chars_T - 1, 0))
+    return first_of_char_T & in_text_T & char_bits[start_T]
+
+
+def _framed(values_T: np.ndarray, lengths_D: np.ndarray, opener, closer) -> np.ndarray:
+    """Each document's values between `opener` and `closer`, as `Framing.frame` wraps one document."""
+    out = np.empty(len(values_T) + 2 * len(lengths_D), values_T.dtype)
+    opens_D = np.cumsum(lengths_D + 2) - (lengths_D + 2)
+    out[opens_D] = opener
+    out[opens_D + lengths_D + 1] = closer
+    out[np.arange(len(values_T)) + 2 * np.repeat(np.arange(len(lengths_D)), lengths_D) + 1] = values_T
+    return out
 
 
 def token_dtype(vocab_size: int) -> type:

@@ -7,6 +7,8 @@ file; `load_tokenizer(directory)` reads it back.
 """
 from __future__ import annotations
 
+import itertools
+
 import collections
 import io
 import json
@@ -36,9 +38,14 @@ def _byte_piece(b: int) -> str:
     return f"<0x{b:02X}>"
 
 
-def _offsets_from_advance(advance_T: np.ndarray, is_continuation_T: np.ndarray) -> np.ndarray:
-    """Character spans from per-token character advances; byte pieces of one character share its span."""
+def _offsets_from_advance(advance_T: np.ndarray, is_continuation_T: np.ndarray,
+                          doc_lengths_D: np.ndarray | None = None) -> np.ndarray:
+    """Character spans from per-token character advances; byte pieces of one character share its span.
+    With `doc_lengths_D` the tokens are several documents' in a row, each counted from its own start."""
     end_T = np.cumsum(advance_T)
+    if doc_lengths_D is not None:
+        before_D = np.concatenate([[0], end_T])[np.cumsum(doc_lengths_D) - doc_lengths_D]
+        end_T -= np.repeat(before_D, doc_lengths_D)
     start_T = end_T - advance_T
     # Byte pieces: a lead byte opens a character (advance 1); continuation bytes advance 0
     # and point back at the character just opened.
@@ -84,6 +91,22 @@ class Tokenizer:
         """[T, 2] int64 character spans of `ids = encode(text)`; byte pieces share their character's span."""
         ids_T = np.asarray(ids, dtype=np.int64)
         return _offsets_from_advance(self._advance[ids_T], self._continuation[ids_T])
+
+    def offsets_batch(self, texts: Sequence[str], ids_per_text: Sequence[Sequence[int]]) -> np.ndarray:
+        """[sum T, 2]: `offsets_array` of every text, one after another, in one pass where the pieces'
+        advances give them (each text's spans count from its own start)."""
+        lengths_D = np.fromiter(map(len, ids_per_text), np.int64, count=len(ids_per_text))
+        ids_T = np.fromiter(itertools.chain.from_iterable(ids_per_text), np.int64, count=int(lengths_D.sum()))
+        spans_Tx2 = _offsets_from_advance(self._advance[ids_T], self._continuation[ids_T], lengths_D)
+        starts_D = np.cumsum(lengths_D) - lengths_D
+        for d, (text, ids) in enumerate(zip(texts, ids_per_text)):
+            if not self.advances_give_offsets(ids):
+                spans_Tx2[starts_D[d]:starts_D[d] + len(ids)] = self.offsets_array(text, ids)
+        return spans_Tx2
+
+    def advances_give_offsets(self, ids: Sequence[int]) -> bool:
+        """Whether the pieces' character advances give the spans of `ids` (else `offsets_array` reads them)."""
+        return True
 
     def decode(self, ids: Iterable[int]) -> str:
         raise NotImplementedError
@@ -138,9 +161,12 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp.encode(list(texts))
 
     def offsets_array(self, text: str, ids: Sequence[int]) -> np.ndarray:
-        if self.byte_fallback or UNK_ID not in ids:
+        if self.advances_give_offsets(ids):
             return super().offsets_array(text, ids)
         return self._proto_offsets(text)
+
+    def advances_give_offsets(self, ids: Sequence[int]) -> bool:
+        return self.byte_fallback or UNK_ID not in ids
 
     def _proto_offsets(self, text: str) -> np.ndarray:
         """Slow exact path (UNK may cover several characters): byte offsets -> characters."""
