@@ -67,3 +67,15 @@ def test_drop_option_removes_leaked_lines(tmp_path):
     assert prepared.budget_report["leakage_dropped_lines"] == 1
     assert EVAL_GOOD not in list(prepared.corpus.iter_texts())
     assert prepared.budget_report["documents"] == 40
+
+
+def test_membership_with_the_top_bits_filter_equals_the_binary_search():
+    rng = np.random.default_rng(0)
+    members = np.unique(rng.integers(0, 2**64, 50_000, dtype=np.uint64))
+    near = members[:500] ^ np.uint64(1)  # share the filter's top bits with a member, are not members
+    values = np.concatenate([members[::7], near, rng.integers(0, 2**64, 20_000, dtype=np.uint64)])
+    rng.shuffle(values)
+    filtered = leakage._member(values, members, leakage._top_bits_table(members))
+    expected = np.isin(values, members)
+    np.testing.assert_array_equal(filtered, expected)
+    assert expected.sum() == len(members[::7])

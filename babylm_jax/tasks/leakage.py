@@ -135,6 +135,7 @@ class LeakDetector:
         sentences, self.sentence_item, grams, self.gram_item, _, _ = _joined_hashes(texts, ngram)
         self.item_sentences, self.item_grams = sentences, grams
         self.sentence_set, self.gram_set = np.unique(sentences), np.unique(grams)
+        self._sentence_filter, self._gram_filter = _top_bits_table(self.sentence_set), _top_bits_table(self.gram_set)
         self.fingerprint = {"ngram": ngram, "items": len(items), "sentences": _digest(self.sentence_set), "grams": _digest(self.gram_set)}
 
     @classmethod
@@ -145,8 +146,8 @@ class LeakDetector:
         """[lines] bool: True for (normalised) lines that share nothing with the evaluation items."""
         sentences, sentence_line, grams, gram_line, _, _ = _joined_hashes(lines, self.ngram)
         keep = np.ones(len(lines), bool)
-        keep[sentence_line[_member(sentences, self.sentence_set)]] = False
-        keep[gram_line[_member(grams, self.gram_set)]] = False
+        keep[sentence_line[_member(sentences, self.sentence_set, self._sentence_filter)]] = False
+        keep[gram_line[_member(grams, self.gram_set, self._gram_filter)]] = False
         return keep
 
     def report(self, texts, batch_chars: int = 1_000_000) -> dict:
@@ -155,7 +156,8 @@ class LeakDetector:
         lines_hit = documents_hit = 0
         for batch in chunks_by_chars(texts, len, batch_chars):
             sentences, sentence_doc, grams, gram_doc, sentence_line, gram_line = _joined_hashes(batch, self.ngram)
-            sentence_hit, gram_hit = _member(sentences, self.sentence_set), _member(grams, self.gram_set)
+            sentence_hit = _member(sentences, self.sentence_set, self._sentence_filter)
+            gram_hit = _member(grams, self.gram_set, self._gram_filter)
             found_sentences.append(sentences[sentence_hit])
             found_grams.append(grams[gram_hit])
             lines_hit += len(np.union1d(sentence_line[sentence_hit], gram_line[gram_hit]))
@@ -179,11 +181,26 @@ class LeakDetector:
         }
 
 
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+_FILTER_BITS = 24  # a 16 MB table of the top 24 bits of the set's hashes: most misses end there
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray, top_bits: np.ndarray | None = None) -> np.ndarray:
+    """values in sorted_set; `top_bits` (from `_top_bits_table(sorted_set)`) first rules out most misses."""
     if not len(sorted_set):
         return np.zeros(len(values), bool)
-    index = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[index] == values
+    if top_bits is None:
+        index = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+        return sorted_set[index] == values
+    hit = top_bits[values >> np.uint64(64 - _FILTER_BITS)]
+    hit[hit] = _member(values[hit], sorted_set)
+    return hit
+
+
+def _top_bits_table(sorted_set: np.ndarray) -> np.ndarray:
+    """[2^24] bool: some hash of the set has these top bits."""
+    table = np.zeros(1 << _FILTER_BITS, bool)
+    table[sorted_set >> np.uint64(64 - _FILTER_BITS)] = True
+    return table
 
 
 def _digest(values: np.ndarray) -> str:
