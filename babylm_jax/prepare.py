@@ -18,6 +18,7 @@ from absl import flags
 
 from babylm_jax.config import cli
 from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.progress import StageTimes
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import unk_audit
 from babylm_jax.config.schema import RunConfig
@@ -62,12 +63,13 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     if data_dir and not pathlib.Path(data_dir).is_dir():
         option = "--data_dir" if _DATA_DIR.value else "config key data.leakage.data_dir"
         raise FileNotFoundError(f"{option}={data_dir} is not a directory (give the evaluation data directory)")
-    # The evaluation items are read (and a bad file named) before the corpus pass, not after it.
-    detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
-                                                               data_config.normalize)
+    times = StageTimes()
+    with times.stage("evaluation items"):  # read (and a bad file named) before the corpus pass, not after it
+        detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
+                                                                   data_config.normalize)
     if checkpoint_steps(str(workdir)):  # a trained run's data: only the inputs it was started from
         run_inputs.check_inputs(workdir, run_inputs.corpus_files(data_config))
-    prepared = prepare_corpus(run, workdir)
+    prepared = prepare_corpus(run, workdir, times)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "
           f"of {report['word_budget']:,}{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}"
@@ -79,8 +81,10 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
     print(f"token cache: {len(prepared.tokens.tokens):,} tokens in {prepared.tokens.num_documents:,} documents "
           f"-> {prepared.tokens.directory}")
     if not detector:
+        print(times.summary("prepare"))
         return
-    leaks = detector.report(prepared.corpus.iter_texts())
+    with times.stage("leakage check"):
+        leaks = detector.report(prepared.corpus.iter_texts(), int(prepared.corpus.doc_array("doc_chars").sum()))
     atomic_write_json(workdir / rundir.LEAKAGE, leaks)
     print(f"leakage ({leaks['ngram']}-gram / exact sentence): {leaks['training_lines_hit']:,} training lines hit "
           f"-> {workdir / rundir.LEAKAGE}")
@@ -92,6 +96,7 @@ def prepare_and_report(config, workdir: pathlib.Path) -> None:
         print(_table([[t, s["items"], s["unk_items"], f"{s['unk_share']:.2%}"] for t, s in audit.items()],
                      ["task", "items", "unk_items", "unk_share"]))
         atomic_write_json(workdir / rundir.UNK_AUDIT, audit)
+    print(times.summary("prepare"))
     print(json.dumps({"leaked_items": sum(s["leaked"] for s in leaks["tasks"].values())}))
 
 

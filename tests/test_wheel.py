@@ -9,6 +9,7 @@ one tiny compile each).
 from __future__ import annotations
 
 import json
+import re
 import os
 import pathlib
 import shutil
@@ -72,7 +73,8 @@ def test_the_installed_wheel_prepares_trains_evaluates_and_exports(tmp_path, tin
     assert where.startswith(str(tmp_path / "venv")), where
     config = shutil.copy(REPO / "configs" / "base.py", elsewhere / "recipe.py")
     options = [f"--config={config}", "--workdir=run", f"--config.data.corpus={tiny_corpus_dir}", *TINY]
-    run(python, elsewhere, "-m", "babylm_jax.prepare", *options, f"--data_dir={FIXTURES}")
+    prepared = run(python, elsewhere, "-m", "babylm_jax.prepare", *options, f"--data_dir={FIXTURES}")
+    assert re.search(r"prepare took [\d.]+ s: evaluation items .* count words .* tokenise .* leakage check [\d.]+ s", prepared)
     assert json.loads((elsewhere / "run" / "budget.json").read_text())["words"] > 0
     run(python, elsewhere, "-m", "babylm_jax.train", *options)
     assert (elsewhere / "run" / "checkpoints" / "4").is_dir()

@@ -27,6 +27,7 @@ from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache, count_corpus
 from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.progress import StageTimes
 from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
 from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
@@ -41,6 +42,7 @@ class PreparedCorpus:
     budget_path: pathlib.Path
     tokenizer: Tokenizer
     tokens: TokenCache
+    times: StageTimes = dataclasses.field(default_factory=StageTimes)
 
 
 def line_filter_from_config(data_config: DataConfig):
@@ -92,33 +94,39 @@ def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) ->
         (tmp / "fingerprint.txt").write_text(key)
 
 
-def prepare_corpus(run: RunConfig, workdir: str | os.PathLike) -> PreparedCorpus:
+def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes | None = None) -> PreparedCorpus:
     """Budget check, tokenizer training and tokenisation; each step skipped when cached.
 
     Reads `run.data`, and of `run.model` the vocabulary size and the family (the documents' framing).
+    Each stage's wall time is added to `times`.
     """
+    times = times or StageTimes()
     workdir = pathlib.Path(workdir)
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, framing_for(run.model.family)
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
     check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
-    corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)
-    report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)
+    with times.stage("count words"):
+        corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)
+    with times.stage("budget"):
+        report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)
     budget_path = workdir / rundir.BUDGET
     budget.enforce_budget(report, budget_path)
     key = tokenizer_key(corpus.root.name, data_config.tokenizer, vocab_size)
-    tokenizer_dir = _train_or_load_tokenizer(corpus, key, data_config.tokenizer, vocab_size)
+    with times.stage("tokenizer"):
+        tokenizer_dir = _train_or_load_tokenizer(corpus, key, data_config.tokenizer, vocab_size)
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer.vocab_size > vocab_size:
         raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={vocab_size}")
     check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
-    tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
+    with times.stage("tokenise"):
+        tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key)
     atomic_write_json(workdir / rundir.PREPARED, {
         "settings": _settings_key(run), "corpus": corpus.root.name, "shards": len(corpus.shard_dirs),
         "tokenizer": tokenizer_dir.name, "tokens": tokens.directory.name})
-    return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens)
+    return PreparedCorpus(corpus, report, budget_path, tokenizer, tokens, times)
 
 
 def _settings_key(run: RunConfig) -> str:

@@ -14,6 +14,7 @@ import re
 from typing import Iterator
 
 import numpy as np
+import tqdm
 
 from babylm_jax.core.text import Normalizer
 from babylm_jax.tasks import layout
@@ -150,11 +151,13 @@ class LeakDetector:
         keep[gram_line[_member(grams, self.gram_set, self._gram_filter)]] = False
         return keep
 
-    def report(self, texts, batch_chars: int = 1_000_000) -> dict:
-        """Scans training `texts` (in batches); counts leaked evaluation items per task."""
+    def report(self, texts, total_chars: int | None = None, batch_chars: int = 1_000_000) -> dict:
+        """Scans training `texts` (in batches, a bar over `total_chars`); counts leaked evaluation items per task."""
         found_sentences, found_grams = [], []
         lines_hit = documents_hit = 0
+        bar = tqdm.tqdm(total=total_chars, desc="leakage check", unit="char", unit_scale=True, leave=False)
         for batch in chunks_by_chars(texts, len, batch_chars):
+            bar.update(sum(map(len, batch)))
             sentences, sentence_doc, grams, gram_doc, sentence_line, gram_line = _joined_hashes(batch, self.ngram)
             sentence_hit = _member(sentences, self.sentence_set, self._sentence_filter)
             gram_hit = _member(grams, self.gram_set, self._gram_filter)
@@ -162,6 +165,7 @@ class LeakDetector:
             found_grams.append(grams[gram_hit])
             lines_hit += len(np.union1d(sentence_line[sentence_hit], gram_line[gram_hit]))
             documents_hit += len(np.union1d(sentence_doc[sentence_hit], gram_doc[gram_hit]))
+        bar.close()
         found_sentences = np.unique(np.concatenate(found_sentences)) if found_sentences else np.zeros(0, np.uint64)
         found_grams = np.unique(np.concatenate(found_grams)) if found_grams else np.zeros(0, np.uint64)
         exact_items = np.unique(self.sentence_item[_member(self.item_sentences, found_sentences)])
