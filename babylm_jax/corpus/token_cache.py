@@ -76,6 +76,21 @@ def _framed(values_T: np.ndarray, lengths_D: np.ndarray, opener, closer) -> np.n
     return out
 
 
+def _concatenate_to(path: pathlib.Path, parts: list[pathlib.Path]) -> int:
+    """Writes the 1-D arrays in `parts`, one after another, as one .npy file, a part at a time (memory
+    stays one part's, whatever the corpus's size); returns the length."""
+    arrays = [np.load(part, mmap_mode="r") for part in parts]
+    total = sum(len(a) for a in arrays)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=arrays[0].dtype, shape=(total,))
+    position = 0
+    for array in arrays:
+        out[position:position + len(array)] = array
+        position += len(array)
+    out.flush()
+    del out
+    return total
+
+
 def token_dtype(vocab_size: int) -> type:
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
@@ -133,14 +148,13 @@ def tokenize_corpus(
     run_tasks(tokenize_shard, tasks, min(num_workers(workers), max(len(tasks), 1)), len(tasks), "tokenise")
     shards = [shard_root / d.name for d in cache.shard_dirs]
     with atomic_dir(directory) as tmp:
-        tokens = np.concatenate([np.load(s / "tokens.npy") for s in shards])
         lengths = np.concatenate([np.load(s / "doc_lengths.npy") for s in shards])
-        np.save(tmp / "tokens.npy", tokens)
-        np.save(tmp / "word_starts.npy", np.concatenate([np.load(s / "word_starts.npy") for s in shards]))
+        tokens = _concatenate_to(tmp / "tokens.npy", [s / "tokens.npy" for s in shards])
+        _concatenate_to(tmp / "word_starts.npy", [s / "word_starts.npy" for s in shards])
         np.save(tmp / "doc_offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
         np.save(tmp / "doc_words.npy", cache.doc_array("doc_words"))
         shutil.copytree(tokenizer_dir, tmp / "tokenizer")
-        atomic_write_json(tmp / "index.json", {"documents": int(len(lengths)), "tokens": int(len(tokens)),
+        atomic_write_json(tmp / "index.json", {"documents": int(len(lengths)), "tokens": tokens,
                                                "files": file_records(tmp)})
     shutil.rmtree(shard_root, ignore_errors=True)
     return TokenCache.load(directory)
