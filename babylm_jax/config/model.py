@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.vocab import FAMILIES
+from babylm_jax.core.families import family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
@@ -23,7 +23,7 @@ ATTENTIONS = ("auto", "xla", "cudnn", "splash", "reference")  # model.attention:
 class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`."""
 
-    family: str = "causal"
+    family: str = "causal"  # a key of core.families.FAMILY_SPECS
     vocab_size: int = 6000
     d_model: int = 128
     num_layers: int = 4
@@ -49,8 +49,7 @@ class ModelConfig:
         return config
 
     def validate(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"config key model.family: {self.family!r} is not one of {FAMILIES}")
+        family_spec(self.family)  # ValueError naming model.family for a family with no entry
         if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
             raise ValueError(
                 f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
@@ -85,4 +84,5 @@ class ModelConfig:
 
     @property
     def has_head_transform(self) -> bool:
-        return self.family != "causal"
+        """Encoder families carry BERT's head transform before the output projection."""
+        return not family_spec(self.family).causal
