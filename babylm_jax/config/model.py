@@ -10,13 +10,13 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
+from babylm_jax.core.attention_backends import attention_kinds
 from babylm_jax.core.families import family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
-ATTENTIONS = ("auto", "xla", "cudnn", "splash", "reference")  # model.attention: model.attention.resolve picks per backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,8 @@ class ModelConfig:
     scan_layers: bool = False
     remat: str = "none"
     dtype: str = "float32"
-    attention: str = "auto"  # ATTENTIONS; "auto" resolves per backend (model.attention.resolve)
+    attention: str = "auto"  # "auto" (resolved per platform: model.attention.resolve) or a key of
+    # core.attention_backends.ATTENTION_BACKENDS
     residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
 
     @classmethod
@@ -66,8 +67,9 @@ class ModelConfig:
             raise ValueError(f"config key model.residual_dtype: {self.residual_dtype!r} (use 'float32' or 'bfloat16')")
         if self.residual_dtype == "bfloat16" and self.dtype != "bfloat16":
             raise ValueError("config key model.residual_dtype='bfloat16' needs model.dtype='bfloat16'")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(ATTENTIONS)}")
+        kinds = attention_kinds()
+        if self.attention not in kinds:
+            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(kinds)}")
 
     @property
     def compute_dtype(self) -> Any:
