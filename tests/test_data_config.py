@@ -8,7 +8,7 @@ from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus import cache_keys
 from babylm_jax.corpus import prepare
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from fixtures.data import synthetic
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "configs").glob("*.py"))
@@ -90,7 +90,7 @@ def test_cache_keys_unchanged_for_the_same_settings():
     data = DataConfig.from_config(config.data)
     key = cache_keys.tokenizer_key("corpus-0123456789abcdef", data.tokenizer, config.model.vocab_size)
     assert key == "e1e653401dd09366"
-    assert cache_keys.token_cache_key(key, framing_for("mlm")) == "773ebbbda1dad66b"
+    assert cache_keys.token_cache_key(key, family_spec("mlm").framing) == "773ebbbda1dad66b"
 
     class Filter:
         fingerprint = {"ngram": 13}

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
 from babylm_jax.eval import scoring
 from babylm_jax.config.model import ModelConfig
@@ -23,7 +23,7 @@ def _model(family: str) -> tuple[Transformer, dict]:
 
 def _sentences(family: str, lengths, seed: int = 0) -> list[list[int]]:
     rng = np.random.default_rng(seed)
-    return [framing_for(family).scoring_input(rng.integers(7, 40, size=n).tolist()) for n in lengths]
+    return [family_spec(family).framing.scoring_input(rng.integers(7, 40, size=n).tolist()) for n in lengths]
 
 
 # Rows of 16 tokens: several short sentences per row, an empty one; causal adds one longer than a row.
@@ -33,7 +33,7 @@ LENGTHS = [3, 5, 0, 3, 7, 5, 1, 3]
 @pytest.mark.parametrize("family", ["causal", "mlm", "hybrid"])
 def test_kernel_equals_reference(family):
     model, params = _model(family)
-    variant = scoring.FAMILY_VARIANT[family]
+    variant = family_spec(family).scoring
     lengths = LENGTHS + [20] if family == "causal" else LENGTHS
     sentences = _sentences(family, lengths)
     scorer = scoring.SentenceScorer(model, params, variant, MASK, batch_size=8, row_len=16)

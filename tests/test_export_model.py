@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
+from babylm_jax.core.families import family_spec  # noqa: E402
 from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
@@ -169,7 +170,7 @@ def _pipeline_scores(hf_model, hf_tokenizer, sentences, backend):
 def test_minimal_pair_scores_match_our_scoring(name, export_case, tokenizer):
     model, params, out = export_case(name)
     family = model.config.family
-    scorer = scoring.SentenceScorer(model, params, scoring.FAMILY_VARIANT[family], tokenizer.mask_id,
+    scorer = scoring.SentenceScorer(model, params, family_spec(family).scoring, tokenizer.mask_id,
                                     batch_size=8, row_len=32, devices=jax.local_devices()[:1])
     pairs = [minimal_pairs.Pair(good, bad, "uid", "phenomenon") for good, bad in PAIRS]
     good, bad, _ = minimal_pairs.score_pairs(scorer, tokenizer, pairs)

@@ -8,7 +8,7 @@ import pytest
 tokenizers = pytest.importorskip("tokenizers")
 
 from babylm_jax.corpus import builtin  # noqa: E402
-from babylm_jax.core.vocab import framing_for  # noqa: E402
+from babylm_jax.core.families import family_spec  # noqa: E402
 from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_transformers_tokenizer_templates(ours, tmp_path):
         ida, idb = ours.encode(a), ours.encode(b)
         single = hf(a, return_offsets_mapping=True)
         pair = hf(a, b)["input_ids"]
-        framing = framing_for(family)  # as the family's training documents are framed
+        framing = family_spec(family).framing  # as the family's training documents are framed
         assert single["input_ids"] == framing.frame(ida) == ([2] + ida + [3] if family == "causal" else [5] + ida + [6])
         assert pair == framing.frame_segments([ida, idb])
         specials = [o for i, o in zip(single["input_ids"], single["offset_mapping"]) if i in (2, 3, 5, 6)]

@@ -11,7 +11,7 @@ import pytest
 import scipy.io
 import scipy.stats
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.eval import cogbench, features, fmri, ridge
 from babylm_jax.tools import fmri_synth
@@ -160,12 +160,12 @@ def test_pooled_features_equal_one_row_at_a_time(loaded):
     words = ["一丁", "七", "万丈三上"]
     ours = features.word_features(model, params, tok, "mlm", words)
     for i, word in enumerate(words):
-        expected = one_row(framing_for("mlm").frame(tok.encode(word))).mean(1)
+        expected = one_row(family_spec("mlm").framing.frame(tok.encode(word))).mean(1)
         np.testing.assert_allclose(ours[:, i], expected, rtol=1e-5, atol=1e-5)
     contexts = [["一丁", "七", "万丈"], ["三上"] * 20]  # the second exceeds max_len 32 and is chunked
     ours = features.story_word_features(model, params, tok, "mlm", contexts)
     assert ours.shape == (3, 23, 32)
-    expected = one_row(framing_for("mlm").frame(tok.encode("一丁七万丈")))[:, 4:6].mean(1)
+    expected = one_row(family_spec("mlm").framing.frame(tok.encode("一丁七万丈")))[:, 4:6].mean(1)
     np.testing.assert_allclose(ours[:, 2], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -311,7 +311,7 @@ def test_story_words_are_tokenized_each_on_its_own(loaded):
     tok.MARKER = CharTokenizer.encode(tok, "乙")[0]  # an ordinary id the words below do not use
     words = ["一丁", "七", "万丈三"]
     ours = features.story_word_features(model, params, tok, "mlm", [words])
-    row = framing_for("mlm").frame([i for w in words for i in tok.encode(w)])  # [cls] 乙一丁 乙七 乙万丈三 [sep]
+    row = family_spec("mlm").framing.frame([i for w in words for i in tok.encode(w)])  # [cls] 乙一丁 乙七 乙万丈三 [sep]
     assert len(row) == 11
     padded = np.zeros((1, 16), np.int32)
     padded[0, :len(row)] = row

@@ -7,7 +7,7 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import prepare
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import clue, features, minimal_pairs
 
@@ -67,7 +67,7 @@ def test_exported_tokenizer_frames_as_training(family, prepared):
     tokenizer = prepared[family].tokenizer
     fast = fast_tokenizer.build_fast_tokenizer(tokenizer, family)
     text_a, text_b = "今天下雨", "我们在家"
-    framing = framing_for(family)
+    framing = family_spec(family).framing
     a, b = tokenizer.encode(text_a), tokenizer.encode(text_b)
     assert fast.encode(text_a).ids == framing.frame(a)
     assert fast.encode(text_a, text_b).ids == framing.frame_segments([a, b])
@@ -75,4 +75,4 @@ def test_exported_tokenizer_frames_as_training(family, prepared):
 
 def test_unknown_family_is_refused_by_key():
     with pytest.raises(ValueError, match="model.family"):
-        framing_for("seq2seq")
+        family_spec("seq2seq")

@@ -10,20 +10,20 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.vocab import FAMILIES
+from babylm_jax.core.attention_backends import attention_kinds
+from babylm_jax.core.families import family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
-ATTENTIONS = ("auto", "xla", "cudnn", "splash", "reference")  # model.attention: model.attention.resolve picks per backend
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`."""
 
-    family: str = "causal"
+    family: str = "causal"  # a key of core.families.FAMILY_SPECS
     vocab_size: int = 6000
     d_model: int = 128
     num_layers: int = 4
@@ -37,7 +37,8 @@ class ModelConfig:
     scan_layers: bool = False
     remat: str = "none"
     dtype: str = "float32"
-    attention: str = "auto"  # ATTENTIONS; "auto" resolves per backend (model.attention.resolve)
+    attention: str = "auto"  # "auto" (resolved per platform: model.attention.resolve) or a key of
+    # core.attention_backends.ATTENTION_BACKENDS
     residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
 
     @classmethod
@@ -49,8 +50,7 @@ class ModelConfig:
         return config
 
     def validate(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"config key model.family: {self.family!r} is not one of {FAMILIES}")
+        family_spec(self.family)  # ValueError naming model.family for a family with no entry
         if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
             raise ValueError(
                 f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
@@ -67,8 +67,9 @@ class ModelConfig:
             raise ValueError(f"config key model.residual_dtype: {self.residual_dtype!r} (use 'float32' or 'bfloat16')")
         if self.residual_dtype == "bfloat16" and self.dtype != "bfloat16":
             raise ValueError("config key model.residual_dtype='bfloat16' needs model.dtype='bfloat16'")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(ATTENTIONS)}")
+        kinds = attention_kinds()
+        if self.attention not in kinds:
+            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(kinds)}")
 
     @property
     def compute_dtype(self) -> Any:
@@ -85,4 +86,5 @@ class ModelConfig:
 
     @property
     def has_head_transform(self) -> bool:
-        return self.family != "causal"
+        """Encoder families carry BERT's head transform before the output projection."""
+        return not family_spec(self.family).causal

@@ -17,6 +17,7 @@ from babylm_jax.config.data import DataConfig
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.train import CheckpointConfig, DistributedConfig, MeshConfig, TrainConfig
 from babylm_jax.config.typed import build
+from babylm_jax.core.families import family_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,7 @@ class RunConfig:
         if train.batch_size % train.grad_accum_steps:
             raise ValueError(f"config key train.batch_size={train.batch_size} must divide evenly over "
                              f"train.grad_accum_steps={train.grad_accum_steps}")
-        if model.family == "hybrid" and train.hybrid_causal_share > 0 and not round(
+        if family_spec(model.family).causal_rows and train.hybrid_causal_share > 0 and not round(
                 rows_per_pass * train.hybrid_causal_share):
             raise ValueError(
                 f"config key train.hybrid_causal_share={train.hybrid_causal_share} of "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from babylm_jax.config.typed import Rule, at_least
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
@@ -34,6 +35,10 @@ class AuxHeadsSettings:
     def rules(self) -> list[Rule]:
         return [*((head, getattr(self, head) >= 0, "a loss weight must be a number >= 0") for head in AUX_HEADS),
                 ("position", self.position in AUX_POSITIONS, f"must be one of {AUX_POSITIONS}")]
+
+    def position_for(self, family: str) -> str:
+        """Where the heads predict for a model of `family`: "auto" is the family's (core.families)."""
+        return family_spec(family).aux_position if self.position == "auto" else self.position
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,14 @@
-"""The special ids and how a text is wrapped in them, per model family: the one home of those facts.
+"""The special ids and how a text is wrapped in them (each family's framing: `core.families`).
 
 Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
 
-Every consumer takes its framing from here, so a model never meets at evaluation an input
-embedding it did not train: the token cache (training documents), minimal-pair scoring,
-fMRI features, CLUE fine-tuning inputs and the exported Hugging Face tokenizer's templates.
+Every consumer takes its family's framing from `core.families`, so a model never meets at
+evaluation an input embedding it did not train: the token cache (training documents),
+minimal-pair scoring, fMRI features, CLUE fine-tuning inputs and the exported Hugging Face
+tokenizer's templates.
 
-    causal       [bos] text [eos]            pairs: [bos] a [eos] b [eos]
-    mlm, hybrid  [cls] text [sep]            pairs: [cls] a [sep] b [sep]
+    decoder (causal)         [bos] text [eos]    pairs: [bos] a [eos] b [eos]
+    encoder (mlm, hybrid)    [cls] text [sep]    pairs: [cls] a [sep] b [sep]
 
 A pair joins its segments with the closer, as BERT joins them with [sep]: the model has
 trained that embedding at the end of every document. Causal scoring feeds `[bos] text`
@@ -21,8 +22,6 @@ from typing import Sequence
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID, CLS_ID, SEP_ID = range(7)
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]")
-FAMILIES = ("causal", "mlm", "hybrid")
-OFFICIAL_BACKEND = {"causal": "causal", "mlm": "mlm", "hybrid": "mntp"}  # family -> the official pipeline's --backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,11 +52,3 @@ class Framing:
         opener, closer = SPECIAL_PIECES[self.opener_id], SPECIAL_PIECES[self.closer_id]
         return f"{opener} $A {closer}", f"{opener} $A {closer} $B {closer}"
 
-
-def framing_for(family: str) -> Framing:
-    """The framing of `model.family`."""
-    if family == "causal":
-        return Framing(BOS_ID, EOS_ID, causal=True)
-    if family in ("mlm", "hybrid"):
-        return Framing(CLS_ID, SEP_ID, causal=False)
-    raise ValueError(f"config key model.family: {family!r} is not one of {FAMILIES}")

@@ -26,7 +26,7 @@ from babylm_jax.corpus.cache_keys import CACHE_VERSION, fingerprint, token_cache
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting import CorpusCache, count_corpus
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.progress import StageTimes
 from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
 from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
@@ -103,7 +103,7 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     times = times or StageTimes()
     workdir = pathlib.Path(workdir)
     data_config = run.data
-    vocab_size, framing = run.model.vocab_size, framing_for(run.model.family)
+    vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
     check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
@@ -132,7 +132,7 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
 def _settings_key(run: RunConfig) -> str:
     """Every setting prepare reads, without the sources' sizes and dates (only process 0 reads them)."""
     return fingerprint({"version": CACHE_VERSION, "data": dataclasses.asdict(run.data), "vocab_size": run.model.vocab_size,
-                        "framing": dataclasses.asdict(framing_for(run.model.family))})
+                        "framing": dataclasses.asdict(family_spec(run.model.family).framing)})
 
 
 def open_prepared(run: RunConfig, workdir: str | os.PathLike) -> PreparedCorpus:

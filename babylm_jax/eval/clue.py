@@ -4,7 +4,7 @@ Every task becomes a `ClueTask`: train and dev lists of `Example`s whose `choice
 text segments of each input row. A classification example has one row and a label in
 0..num_labels-1; a multiple-choice example has one row per option and the label is the
 index of the right option. `encode_split` turns them into token ids framed as the model
-family trains (`core.vocab`), truncating over-long rows and counting them.
+family trains (`core.families`), truncating over-long rows and counting them.
 
 Files (one JSON object a line unless said otherwise), under `<data_dir>/<task>/`; the field
 names live in tasks/formats.py:
@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
                                       WSC_TARGET, RowFields)
@@ -251,7 +251,7 @@ def _load_full_task(data_dir: pathlib.Path, name: str) -> ClueTask:
 
 
 def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[list[int], bool]:
-    """Token ids of one row framed as the family trains (`core.vocab`), and whether it had to be truncated.
+    """Token ids of one row framed as the family trains (`core.families`), and whether it had to be truncated.
 
     mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [eos] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment
@@ -266,7 +266,7 @@ def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[l
         longest = max(reversed(range(len(segments))), key=lambda i: len(segments[i]))  # ties: the later one
         segments[longest].pop()
         truncated = True
-    return framing_for(family).frame_segments(segments), truncated
+    return family_spec(family).framing.frame_segments(segments), truncated
 
 
 def encode_split(examples: list[Example], tokenizer: Tokenizer, family: str, max_len: int) -> EncodedSplit:

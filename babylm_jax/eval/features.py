@@ -6,7 +6,7 @@
 Layer l of the result is `Transformer.encode(..., return_hidden_states=True)` entry l:
 0 = embeddings, N = the final normed output (the official "last layer", index -1).
 
-Every row is framed as the model family trains (`core.vocab`): `[bos] tokens [eos]` for
+Every row is framed as the model family trains (`core.families`): `[bos] tokens [eos]` for
 causal models, `[cls] tokens [sep]` for masked and hybrid models.
 - Words alone (word_fmri): each word is one row; its feature is the mean over every position
   of the row, special tokens included, as the official code pools over the attention mask.
@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
@@ -103,7 +103,7 @@ def pooled_hidden_states(model: Transformer, params, rows: Sequence[Sequence[int
 def word_features(model: Transformer, params, tokenizer: Tokenizer, family: str, words: Sequence[str],
                   **kwargs) -> np.ndarray:
     """[layers, words, D]: each word encoded alone, mean over all its row's positions (specials included)."""
-    framing = framing_for(family)
+    framing = family_spec(family).framing
     room = model.config.max_len - 2  # opener and closer
     rows = [framing.frame(tokenizer.encode(w)[:room]) for w in words]
     pools = [[list(range(len(r)))] for r in rows]
@@ -142,7 +142,7 @@ def context_rows(tokenizer: Tokenizer, words: Sequence[str], room: int) -> list[
 def story_word_features(model: Transformer, params, tokenizer: Tokenizer, family: str,
                         contexts: Sequence[Sequence[str]], **kwargs) -> np.ndarray:
     """[layers, words, D] for the words of all `contexts` in order, each pooled over its tokens in context."""
-    framing = framing_for(family)
+    framing = family_spec(family).framing
     room = model.config.max_len - 2  # opener and closer
     rows, pools = [], []
     for words in contexts:

@@ -36,6 +36,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
+from babylm_jax.core.families import family_spec
 from babylm_jax.eval import clue, finetune_packing as packing
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
@@ -259,7 +260,7 @@ def finetune(
                          f"max_len={config.max_len}; set it to at most {config.max_len}")
     train = clue.encode_split(task.train, tokenizer, config.family, options.max_len)
     dev = clue.encode_split(task.dev, tokenizer, config.family, options.max_len)
-    shape = _PackShape.of(options, train, dev, config.family == "causal", data_mesh())
+    shape = _PackShape.of(options, train, dev, family_spec(config.family).causal, data_mesh())
     model = FinetuneModel(config, task.num_outputs, task.kind == "multiple_choice", options.head_dropout)
     key = jax.random.PRNGKey(options.seed)
     plan = packing.TrainPlan(train, options.batch_size, options.max_len, shape.rows_multiple, options.seed,

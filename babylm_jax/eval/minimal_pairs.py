@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokenizer import Tokenizer
@@ -127,7 +127,7 @@ def score_pairs(
     """(good scores, bad scores, contains-UNK per item) for `pairs`; one kernel call for all (`progress`: its bar)."""
     texts = [p.good for p in pairs] + [p.bad for p in pairs]
     ids = [tokenizer.encode(t) for t in texts]
-    framing = framing_for(scorer.model.config.family)
+    framing = family_spec(scorer.model.config.family).framing
     inputs = [framing.scoring_input(x) for x in ids]
     max_len = scorer.model.config.max_len
     for i, x in enumerate(inputs):
@@ -157,7 +157,7 @@ def scorer_for(loaded: LoadedModel, settings: ScoringSettings) -> scoring.Senten
     key = (settings.batch_size, settings.row_len)
     if key not in scorers:
         scorers[key] = scoring.SentenceScorer(
-            loaded.model, loaded.params, scoring.FAMILY_VARIANT[loaded.model.config.family],
+            loaded.model, loaded.params, family_spec(loaded.model.config.family).scoring,
             loaded.tokenizer.mask_id, batch_size=settings.batch_size, row_len=settings.row_len,
         )
     return scorers[key]

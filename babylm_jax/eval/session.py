@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from babylm_jax.config.cli import Stopped
 from babylm_jax.core import rundir
-from babylm_jax.core.vocab import OFFICIAL_BACKEND
+from babylm_jax.core.families import family_spec
 from babylm_jax.eval import finetune_config, milestone_curves, runner, scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog
@@ -55,7 +55,7 @@ def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: st
     """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
     used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
             for task in finetune_config.OFFICIAL_TASKS}
-    return finetune_config.write_config(path, used, backend=OFFICIAL_BACKEND[family])
+    return finetune_config.write_config(path, used, backend=family_spec(family).official_backend)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ dummy prefix, as our training sets them; a unigram with byte fallback also split
 characters no piece contains, so their byte pieces get per-character offsets as ours do.
 Special pieces written in the text ("[MASK]", "<s>") are read as special tokens, as
 transformers' fill-mask expects (our tokenizer reads them as plain text). Templates frame
-a text as the family trains (`core.vocab`): causal `<s> A </s>` (pairs
+a text as the family trains (`core.families`): causal `<s> A </s>` (pairs
 `<s> A </s> B </s>`), mlm/hybrid `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
 character's span.
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
@@ -116,7 +116,7 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     decoders = tokenizers.decoders
     steps = [decoders.ByteFallback(), decoders.Fuse()]
     fast.decoder = decoders.Sequence(([decoders.Replace(SPACE, " ")] if meta["kind"] != "char" else []) + steps)
-    single, pair = framing_for(family).hf_templates()
+    single, pair = family_spec(family).framing.hf_templates()
     fast.post_processor = tokenizers.processors.TemplateProcessing(
         single=single, pair=pair, special_tokens=[(piece, i) for piece, i in SPECIAL_TOKENS.values()]
     )

@@ -2,21 +2,22 @@
 
 A causal model with SwiGLU MLP and RMSNorm whose AutoModel returns the final layer is a
 Llama (rotate-half RoPE, no biases, tied embeddings, eps 1e-6) and needs no remote code.
-Every other variant uses the shipped `configuration_babylm.py` / `modeling_babylm.py`,
-registered through `auto_map` for the Auto classes that make sense for its family.
+Every other variant uses the shipped `configuration_babylm.py` and the family's modelling
+file (`core.families`: `modeling_babylm.py` for every built-in family), registered through
+`auto_map` for the family's Auto classes.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
-from babylm_jax.core.vocab import FAMILIES
 from babylm_jax.model import layers
 from babylm_jax.config.model import ModelConfig
 
 SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID, "mask": MASK_ID, "cls": CLS_ID, "sep": SEP_ID}
 NORM_EPS = layers.RMSNorm.eps  # the model's norms (RMSNorm and LayerNorm share it)
-REMOTE_CODE_FILES = ("configuration_babylm.py", "modeling_babylm.py")
+CONFIGURATION_FILE = "configuration_babylm.py"
 
 
 def resolve_output_layer(config: ModelConfig, layer: int | None) -> int:
@@ -32,24 +33,26 @@ def resolve_output_layer(config: ModelConfig, layer: int | None) -> int:
 def is_llama(config: ModelConfig, output_layer: int) -> bool:
     """Whether the export maps onto transformers' LlamaForCausalLM without remote code."""
     return (
-        config.family == "causal" and config.mlp == "swiglu" and config.norm == "rmsnorm"
+        family_spec(config.family).llama_export and config.mlp == "swiglu" and config.norm == "rmsnorm"
         and output_layer == config.num_layers
     )
 
 
+def remote_code_files(family: str) -> tuple[str, str]:
+    """The code files an export of `family` ships beside config.json (from babylm_jax/hf/)."""
+    return CONFIGURATION_FILE, family_spec(family).hf_modeling_file
+
+
 def _auto_map(family: str) -> dict[str, str]:
-    auto_map = {"AutoConfig": "configuration_babylm.BabyLMConfig", "AutoModel": "modeling_babylm.BabyLMModel"}
-    if family in ("mlm", "hybrid"):
-        auto_map["AutoModelForMaskedLM"] = "modeling_babylm.BabyLMForMaskedLM"
-    if family in ("causal", "hybrid"):
-        auto_map["AutoModelForCausalLM"] = "modeling_babylm.BabyLMForCausalLM"
+    configuration, modeling = (name.removesuffix(".py") for name in remote_code_files(family))
+    auto_map = {"AutoConfig": f"{configuration}.BabyLMConfig", "AutoModel": f"{modeling}.BabyLMModel"}
+    auto_map.update((auto, f"{modeling}.{cls}") for auto, cls in family_spec(family).hf_models)
     return auto_map
 
 
 def hf_config(config: ModelConfig, output_layer: int, provenance: dict[str, Any]) -> dict[str, Any]:
     """The config.json dict; `provenance` (step, words seen, ...) is recorded under "babylm_jax"."""
-    if config.family not in FAMILIES:
-        raise ValueError(f"model family {config.family!r} cannot be exported (known: {', '.join(FAMILIES)})")
+    spec = family_spec(config.family)
     common = {
         "vocab_size": config.vocab_size,
         "hidden_size": config.d_model,
@@ -83,9 +86,8 @@ def hf_config(config: ModelConfig, output_layer: int, provenance: dict[str, Any]
             "pretraining_tp": 1,
             "use_cache": True,
         }
-    architecture = "BabyLMForCausalLM" if config.family == "causal" else "BabyLMForMaskedLM"
     return {
-        "architectures": [architecture],
+        "architectures": [spec.hf_models[0][1]],
         "model_type": "babylm",
         "auto_map": _auto_map(config.family),
         **common,

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from babylm_jax.core.vocab import OFFICIAL_BACKEND
+from babylm_jax.core.families import family_spec
 
-AUTO_CLASS = {"causal": "AutoModelForCausalLM", "mlm": "AutoModelForMaskedLM", "hybrid": "AutoModelForMaskedLM"}
 RECIPE_KEYS = (
     "num_steps", "batch_size", "seq_len", "optimizer", "learning_rate", "schedule", "warmup_steps",
     "weight_decay", "ema_decay", "mask_rate", "hybrid_causal_share",
@@ -48,6 +47,8 @@ def model_card(
     """Markdown text of README.md; `run_config` is the run's config as a plain dict."""
     model, data, train = run_config.get("model", {}), run_config.get("data", {}), run_config.get("train", {})
     family = model.get("family", hf_config["babylm_jax"]["family"])
+    spec = family_spec(family)
+    auto_class = spec.hf_models[0][0]
     remote = hf_config["model_type"] != "llama"
     trust = ", trust_remote_code=True" if remote else ""
     lines = [
@@ -84,11 +85,11 @@ def model_card(
         "",
         "## Use",
         "```python",
-        f"from transformers import AutoTokenizer, {AUTO_CLASS[family]}",
+        f"from transformers import AutoTokenizer, {auto_class}",
         f"tokenizer = AutoTokenizer.from_pretrained(path{trust})",
-        f"model = {AUTO_CLASS[family]}.from_pretrained(path{trust})",
+        f"model = {auto_class}.from_pretrained(path{trust})",
         "```",
-        f"Official evaluation pipeline backend: `--backend {OFFICIAL_BACKEND[family]}`.",
+        f"Official evaluation pipeline backend: `--backend {spec.official_backend}`.",
         "",
     ]
     return "\n".join(lines)

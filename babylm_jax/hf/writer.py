@@ -78,7 +78,7 @@ def write_export(
         for name, text in tokenizer_texts.items():
             (staging / name).write_text(text, encoding="utf-8")
         if config_json["model_type"] != "llama":
-            for name in hf_config.REMOTE_CODE_FILES:
+            for name in hf_config.remote_code_files(config.family):
                 shutil.copyfile(CODE_DIR / name, staging / name)
         (staging / "README.md").write_text(card, encoding="utf-8")
         (staging / MARKER).write_text(json.dumps({"written_by": "babylm_jax.export", **provenance}) + "\n")

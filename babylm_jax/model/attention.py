@@ -1,8 +1,9 @@
-"""Softmax attention by backend (`model.attention`): one mask, five implementations.
+"""Softmax attention by backend (`model.attention`): one mask, the kernels of `core.attention_backends`.
 
     kind = resolve("auto", "cuda", jnp.bfloat16)      # -> "cudnn"
     out_BxLxHxK = attend(q, k, v, Mask.of(segment_ids_BxL, causal=True), kind)
 
+The backends (one table, `core.attention_backends.ATTENTION_BACKENDS`):
 - "reference": plain jnp with a written-out (flash-attention) backward, tuned for the CPU;
   it materialises the float32 [B, H, L, L] scores and probabilities.
 - "xla": `jax.nn.dot_product_attention(implementation="xla")` (autodiff gradient).
@@ -20,17 +21,16 @@ the hybrid's mixed rows.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+import importlib
+from typing import Any, Callable
 
 import flax
 import jax
 import jax.numpy as jnp
 
-from babylm_jax.config.model import ATTENTIONS, ModelConfig
-from babylm_jax.model import splash_attention
-
-KINDS = ATTENTIONS  # config.model holds the enum
-PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # what `resolve` and `--platform` accept
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.core.attention_backends import ATTENTION_BACKENDS, AUTO, AUTO_FALLBACK, attention_kinds
 
 
 @flax.struct.dataclass
@@ -78,24 +78,22 @@ def platform_of(backend: str) -> str:
 
 
 def resolve(kind: str, platform: str, dtype: Any) -> str:
-    """The implementation `kind` runs as on `platform` for compute `dtype`; ValueError (naming
-    model.attention and the choices) for an unknown kind or one the platform cannot run."""
-    if kind not in KINDS:
-        raise ValueError(f"config key model.attention: {kind!r} is not one of {', '.join(KINDS)}")
-    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    if kind == "auto":
-        if platform == "cuda":
-            return "cudnn" if half else "xla"
-        return {"cpu": "reference", "tpu": "splash"}.get(platform, "xla")
-    if kind == "splash" and platform != "tpu":
-        raise ValueError(f"config key model.attention='splash' needs a TPU (a Pallas TPU kernel), and this run's "
-                         f"platform is {platform} (choices there: auto, xla, reference)")
-    if kind == "cudnn" and platform != "cuda":
-        raise ValueError(f"config key model.attention='cudnn' needs a CUDA GPU, and this run's platform is "
-                         f"{platform} (choices there: auto, xla, reference)")
-    if kind == "cudnn" and not half:
-        raise ValueError("config key model.attention='cudnn' needs model.dtype='bfloat16' (cuDNN flash attention "
-                         "has no float32 kernel); use model.attention='xla' for float32")
+    """The backend `kind` ("auto" or a backend, as config.model checked it) runs as on `platform`
+    for compute `dtype`; ValueError (naming model.attention and the choices) for one the
+    platform or the dtype cannot run."""
+    dtype_name = jnp.dtype(dtype).name
+    if kind == AUTO:
+        return next((name for name, backend in ATTENTION_BACKENDS.items()
+                     if platform in backend.auto_on and dtype_name in backend.dtypes), AUTO_FALLBACK)
+    backend = ATTENTION_BACKENDS[kind]
+    if platform not in backend.platforms:
+        needs = backend.needs or f"a platform of {', '.join(backend.platforms)}"
+        choices = [name for name in attention_kinds() if name == AUTO or platform in ATTENTION_BACKENDS[name].platforms]
+        raise ValueError(f"config key model.attention={kind!r} needs {needs}, and this run's platform is "
+                         f"{platform} (choices there: {', '.join(choices)})")
+    if dtype_name not in backend.dtypes:
+        raise ValueError(f"config key model.attention={kind!r} needs model.dtype={backend.dtypes[0]!r} (it has no "
+                         f"{dtype_name} kernel); use model.attention={AUTO_FALLBACK!r} for {dtype_name}")
     return kind
 
 
@@ -113,28 +111,42 @@ def for_platform(config: ModelConfig, platform: str, strict: bool = True) -> Mod
 
 def attend(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask, kind: str,
            interpret: bool = False) -> jax.Array:
-    """Softmax(q k^T / sqrt(K), masked) v with implementation `kind` ("auto": for the running backend).
-
-    "splash" takes rows whose length is a multiple of 128 (shorter rows, e.g. an early curriculum
-    stage, run XLA's attention); `interpret` runs its kernel on any backend (tests)."""
-    if kind == "auto":
+    """Softmax(q k^T / sqrt(K), masked) v with backend `kind` ("auto": for the running backend);
+    `interpret` runs a Pallas kernel (splash) on any backend (tests)."""
+    if kind == AUTO:
         kind = resolve(kind, platform_of(jax.default_backend()), q_BxLxHxK.dtype)
-    if kind == "splash" and q_BxLxHxK.shape[1] % 128 == 0:
-        if mask.segment_ids_BxL is None:
-            raise ValueError("splash attention needs the mask's segment ids: build it with Mask.of")
-        return splash_attention.splash_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.segment_ids_BxL, mask.rows,
-                                                 mask.causal_B, interpret=interpret)
-    if kind == "splash":
-        kind = "xla"
-    if kind == "reference":
-        return reference_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.allowed_Bx1xLxL)
-    if kind == "xla":
-        return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
-                                            implementation="xla")
-    if kind == "cudnn":
-        return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
-                                            is_causal=mask.all_causal, implementation="cudnn")
-    raise ValueError(f"config key model.attention: {kind!r} is not one of {', '.join(KINDS)}")
+    return kernel(kind)(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, interpret)
+
+
+def kernel(kind: str) -> Callable[..., jax.Array]:
+    """The kernel function of backend `kind`, imported on first use."""
+    return _import_kernel(ATTENTION_BACKENDS[kind].kernel)
+
+
+@functools.cache
+def _import_kernel(path: str) -> Callable[..., jax.Array]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def xla_kernel(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask,
+               interpret: bool = False) -> jax.Array:
+    """The "xla" backend: XLA's attention, the [B, 1, L, L] mask as given."""
+    return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
+                                        implementation="xla")
+
+
+def cudnn_kernel(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask,
+                 interpret: bool = False) -> jax.Array:
+    """The "cudnn" backend: cuDNN flash attention, told to skip the upper triangle when every row is causal."""
+    return jax.nn.dot_product_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed_Bx1xLxL,
+                                        is_causal=mask.all_causal, implementation="cudnn")
+
+
+def reference_kernel(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: Mask,
+                     interpret: bool = False) -> jax.Array:
+    """The "reference" backend: `reference_attention`."""
+    return reference_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.allowed_Bx1xLxL)
 
 
 def _reference_forward(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask_Bx1xLxL):

@@ -5,13 +5,14 @@
     params = {**model_params, AUX_COLLECTION: objective.init(rng, d_model)}
     weighted_sum, sums = objective.loss(params, hidden_BxLxD, label_ids_BxL, weights_BxL)
 
-One linear layer per family on the final hidden states. `train.aux_heads.position`:
-"auto" is "input" for causal models (measured better in the issue-26 study, experiments/README.md)
-and "target" for mlm and hybrid (the masked position; not measured); "target" predicts the labels of the token the language-model loss predicts there (the next
-token for causal rows, the masked token at its own position for mlm and at the position
-before it for hybrid MNTP rows); "input" predicts each position's own input token. Heads
-live in their own collection of the params (`AUX_COLLECTION`): checkpoints keep them, the
-model's `apply`, evaluation and export never read them.
+One linear layer per head on the final hidden states. `train.aux_heads.position`:
+"auto" is the model family's (`core.families`): "input" for causal models (measured better in
+the issue-26 study, experiments/README.md) and "target" for mlm and hybrid (the masked
+position; not measured); "target" predicts the labels of the token the language-model loss
+predicts there (the next token for causal rows, the masked token at its own position for mlm
+and at the position before it for hybrid MNTP rows); "input" predicts each position's own
+input token. Heads live in their own collection of the params (`AUX_COLLECTION`):
+checkpoints keep them, the model's `apply`, evaluation and export never read them.
 """
 from __future__ import annotations
 
@@ -23,13 +24,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from babylm_jax.config.train import AUX_POSITIONS
+from babylm_jax.config.train import AuxHeadsSettings
+from babylm_jax.config.typed import build
 from babylm_jax.corpus import hanzi_labels
 from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE
 
 AUX_COLLECTION = "aux_heads"
-POSITIONS = AUX_POSITIONS
-AUTO_POSITION = {"causal": "input", "mlm": "target", "hybrid": "target"}  # train.aux_heads.position="auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,24 +41,14 @@ class AuxHeadsConfig:
 
     @classmethod
     def from_config(cls, train: ml_collections.ConfigDict, family: str = "causal") -> "AuxHeadsConfig | None":
-        """From `train.aux_heads` (absent in older runs: no heads), "auto" resolved for the model
-        `family`; errors name the key."""
+        """From `train.aux_heads` (absent in older runs: no heads), checked by its schema
+        (`config.train.AuxHeadsSettings`), "auto" resolved for the model `family`."""
         section = train.get("aux_heads")
         if section is None:
             return None
-        values = dict(section)
-        position = values.pop("position", "auto")
-        unknown = sorted(set(values) - set(FAMILIES))
-        if unknown:
-            raise ValueError(f"unknown config key(s) train.aux_heads.{', train.aux_heads.'.join(unknown)}; "
-                             f"heads: {', '.join(FAMILIES)} (and position)")
-        for name, weight in values.items():
-            if not isinstance(weight, (int, float)) or weight < 0:
-                raise ValueError(f"config key train.aux_heads.{name}={weight!r}: a loss weight must be a number >= 0")
-        if position not in POSITIONS:
-            raise ValueError(f"config key train.aux_heads.position: {position!r} is not one of {POSITIONS}")
-        weights = tuple((name, float(values[name])) for name in FAMILIES if values.get(name, 0) > 0)
-        return cls(weights, AUTO_POSITION.get(family, "target") if position == "auto" else position) if weights else None
+        settings = build(AuxHeadsSettings, section, "train.aux_heads.")
+        weights = tuple((name, getattr(settings, name)) for name in FAMILIES if getattr(settings, name) > 0)
+        return cls(weights, settings.position_for(family)) if weights else None
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -4,20 +4,27 @@ A batch is a dict of [B, L] int32 arrays: `tokens`, `segment_ids` (0 = padding) 
 `positions`; optionally `word_starts` (1 where a token begins a jieba word, for whole-word
 masking). Masking happens here, inside jit, from an explicit key.
 
-- causal: the logit at t predicts token t+1 of the same document.
-- mlm: bidirectional; the logit at a masked position t predicts the original token t.
-- hybrid: rows [0, n_causal) are causal-LM rows, the rest are MNTP rows: bidirectional over
-  the masked row, and the masked token at t is predicted from position t-1 (GPT-BERT).
+A model family (`core.families`) names its objective in OBJECTIVES:
+- next_token (causal): the logit at t predicts token t+1 of the same document.
+- masked_token (mlm): bidirectional; the logit at a masked position t predicts the original token t.
+- masked_next_token (hybrid): rows [0, n_causal) are causal-LM rows, the rest are MNTP rows:
+  bidirectional over the masked row, and the masked token at t is predicted from position t-1
+  (GPT-BERT).
+An objective maps (batch, mask key, corruption key, mask rate, masking, causal rows) to
+(inputs, causal, targets, weights): the model's input tokens, which rows attend causally (a
+bool or a [B] array), and the token each position predicts where its weight is nonzero.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+
+from babylm_jax.core.families import family_spec
 
 LOSS_CHUNK = 256  # rows of logits per chunk of the loss on CPU: 256 x a vocabulary of 6,000 in f32 is 6 MB
 ACCELERATOR_CHUNK_BYTES = 256 * 2**20  # on GPU/TPU a chunk's f32 logits fill this much: fewer, larger matmuls
@@ -230,7 +237,7 @@ def compute_loss(
     summed: bool = False,
     aux_objective=None,
 ) -> tuple[jax.Array, dict]:
-    """Mean loss over predicted tokens for the model's family (the sum with `summed`), and metrics.
+    """Mean loss over predicted tokens of the model family's objective (the sum with `summed`), and metrics.
 
     `causal_rows` is the number of leading causal-LM rows in a hybrid batch. Masked and
     hybrid models project only the predicted positions to the vocabulary: they are gathered
@@ -243,11 +250,13 @@ def compute_loss(
     losses to the summed loss (so divided by the predicted tokens like it) and their sums to
     the metrics (`aux`); metrics["loss"] stays the language-model loss.
     """
-    family = model.config.family
+    spec = family_spec(model.config.family)
+    if masking is None and not spec.causal:
+        raise ValueError(f"model family {spec.name!r} needs a MaskingConfig")
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
     mask_rng, corrupt_rng, dropout_rng = jax.random.split(rng, 3)
-    inputs, causal, targets, weights = _inputs_and_targets(family, batch, (mask_rng, corrupt_rng), mask_rate,
-                                                           masking, causal_rows)
+    inputs, causal, targets, weights = OBJECTIVES[spec.objective](batch, mask_rng, corrupt_rng, mask_rate, masking,
+                                                                  causal_rows)
     hidden_BxLxD, _ = model.apply(
         params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs={"dropout": dropout_rng},
         method="encode",
@@ -258,9 +267,9 @@ def compute_loss(
     groups = row_groups if tokens.shape[0] % row_groups == 0 else 1
     per_group = weights_N.shape[0] // groups
     capacity = per_group
-    if family != "causal" and isinstance(rate, (int, float)):
+    if not spec.causal and isinstance(rate, (int, float)):
         # the causal rows lead the batch: the first block holds the most of them
-        always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if family == "hybrid" else 0
+        always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if spec.causal_rows else 0
         capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
     loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
                                z_loss, chunk)
@@ -273,33 +282,41 @@ def compute_loss(
     return loss_sum if summed else loss_sum / jnp.maximum(count, 1.0), metrics
 
 
-def _inputs_and_targets(family: str, batch: dict, rngs: tuple[jax.Array, jax.Array], mask_rate: jax.Array | float,
-                        masking: MaskingConfig | None, causal_rows: int) -> tuple:
-    """(inputs, causal, targets, weights) of the family: next tokens (causal), masked ones (mlm, hybrid)."""
-    if family == "causal":
-        return (batch["tokens"], True, *next_token_targets(batch["tokens"], batch["segment_ids"]))
-    if masking is None:
-        raise ValueError(f"model family {family!r} needs a MaskingConfig")
-    return _masked_inputs_and_targets(family, batch, *rngs, mask_rate, masking, causal_rows)
+def next_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
+                         masking: MaskingConfig | None, causal_rows: int) -> tuple:
+    """Causal LM: every row causal, every position predicts the next token of its document."""
+    return (batch["tokens"], True, *next_token_targets(batch["tokens"], batch["segment_ids"]))
 
 
-def _masked_inputs_and_targets(
-    family: str, batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
-    masking: MaskingConfig, causal_rows: int,
-) -> tuple[jax.Array, jax.Array | bool, jax.Array, jax.Array]:
-    """(corrupted inputs, causal rows, targets, weights) of an mlm or hybrid batch."""
+def masked_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
+                           masking: MaskingConfig, causal_rows: int) -> tuple:
+    """Masked LM: bidirectional rows, BERT-corrupted; a masked position predicts its own token."""
+    tokens = batch["tokens"]
+    masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
+    return corrupt(corrupt_rng, tokens, masked, masking), False, tokens, masked
+
+
+def masked_next_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array,
+                                mask_rate: jax.Array | float, masking: MaskingConfig, causal_rows: int) -> tuple:
+    """GPT-BERT: the first `causal_rows` rows are causal-LM rows, the others MNTP rows (the token
+    masked at t predicted from position t-1)."""
     tokens, segment_ids = batch["tokens"], batch["segment_ids"]
     masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
-    if family == "mlm":
-        causal, targets, weights = False, tokens, masked
-    else:
-        causal = jnp.arange(tokens.shape[0]) < causal_rows
-        masked = masked & ~causal[:, None]
-        targets, weights = mntp_targets(tokens, masked, segment_ids)
-        clm_targets, clm_weights = next_token_targets(tokens, segment_ids)
-        targets = jnp.where(causal[:, None], clm_targets, targets)
-        weights = jnp.where(causal[:, None], clm_weights, weights)
+    causal = jnp.arange(tokens.shape[0]) < causal_rows
+    masked = masked & ~causal[:, None]
+    targets, weights = mntp_targets(tokens, masked, segment_ids)
+    clm_targets, clm_weights = next_token_targets(tokens, segment_ids)
+    targets = jnp.where(causal[:, None], clm_targets, targets)
+    weights = jnp.where(causal[:, None], clm_weights, weights)
     return corrupt(corrupt_rng, tokens, masked, masking), causal, targets, weights
+
+
+Objective = Callable[..., tuple]  # (batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows) -> 4-tuple
+OBJECTIVES: dict[str, Objective] = {  # FamilySpec.objective -> the objective
+    "next_token": next_token_objective,
+    "masked_token": masked_token_objective,
+    "masked_next_token": masked_next_token_objective,
+}
 
 
 def _predicted_loss(

@@ -1,6 +1,7 @@
 """Pallas splash attention (TPU): flash attention in blocks, never a [B, H, L, L] array.
 
     out_BxLxHxK = splash_attention(q, k, v, segment_ids_BxL, rows="causal")
+    out_BxLxHxK = splash_kernel(q, k, v, mask)   # the "splash" backend of model.attention
 
 `rows` says which mask every row of the batch takes, statically: "causal", "bidirectional",
 or "mixed" (the hybrid's batches, causal where `causal_B`): a mixed batch runs both kernels
@@ -20,6 +21,8 @@ import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel_lib
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 from jax.sharding import PartitionSpec as P
+
+from babylm_jax.model import attention
 
 ROWS = ("causal", "bidirectional", "mixed")
 BATCH_AXES = ("data", "fsdp")  # the mesh axes the batch is split over (training.sharding)
@@ -83,3 +86,15 @@ def splash_attention(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.
     if jax.sharding.AxisType.Explicit in mesh.axis_types:  # explicit sharding: say where each input goes
         args = tuple(jax.sharding.reshard(a, rows_spec) for a in args)
     return jax.shard_map(attend, mesh=mesh, in_specs=(rows_spec,) * 5, out_specs=rows_spec, check_vma=False)(*args)
+
+
+def splash_kernel(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, v_BxLxHxK: jax.Array, mask: attention.Mask,
+                  interpret: bool = False) -> jax.Array:
+    """The "splash" backend: rows whose length is a multiple of 128 (shorter rows, e.g. an early
+    curriculum stage, run XLA's attention); the mask must be built with `attention.Mask.of`."""
+    if q_BxLxHxK.shape[1] % 128:
+        return attention.xla_kernel(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask)
+    if mask.segment_ids_BxL is None:
+        raise ValueError("splash attention needs the mask's segment ids: build it with Mask.of")
+    return splash_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask.segment_ids_BxL, mask.rows, mask.causal_B,
+                            interpret=interpret)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.core.families import family_spec
 from babylm_jax.model import attention, layers
 
 REMAT_POLICIES = {
@@ -99,7 +100,7 @@ class Transformer(nn.Module):
         Hidden state i < N is the input of block i (0 = embeddings); hidden state N is the
         final normed output, as Hugging Face models report `hidden_states`.
         `causal` may be a bool or a per-row [B] bool array (hybrid batches); by default
-        causal models attend causally and the others bidirectionally.
+        causal families attend causally and the others bidirectionally.
         """
         c = self.config
         b, length = tokens_BxL.shape
@@ -110,7 +111,7 @@ class Transformer(nn.Module):
         if positions_BxL is None:
             positions_BxL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
         if causal is None:
-            causal = c.family == "causal"
+            causal = family_spec(c.family).causal
         mask = attention.Mask.of(segment_ids_BxL, causal)
         rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 

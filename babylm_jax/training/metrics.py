@@ -21,6 +21,7 @@ import jax
 
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
+from babylm_jax.core.families import family_spec
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.training import curricula
 from babylm_jax.training.peaks import device_peak_flops
@@ -37,7 +38,7 @@ def matmul_params(c: ModelConfig) -> int:
 
 def causal_share(config) -> float:
     """The share of rows that attend causally: 1 (causal), 0 (mlm), train.hybrid_causal_share (hybrid)."""
-    return {"causal": 1.0, "mlm": 0.0, "hybrid": config.train.hybrid_causal_share}[config.model.family]
+    return family_spec(config.model.family).causal_share(config.train.hybrid_causal_share)
 
 
 def predicted_share(config, mask_rate: float) -> float:

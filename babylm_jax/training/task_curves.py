@@ -22,6 +22,7 @@ import ml_collections
 import numpy as np
 from jax.experimental import multihost_utils
 
+from babylm_jax.core.families import family_spec
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.model.transformer import Transformer
@@ -75,7 +76,7 @@ class TaskCurves:
 
     def __init__(self, samples: dict[str, TaskSample], tokenizer: Any, model: Transformer, params: Any):
         self.samples, self.tokenizer = samples, tokenizer
-        variant = scoring.FAMILY_VARIANT[model.config.family]
+        variant = family_spec(model.config.family).scoring
         self.scorer = scoring.SentenceScorer(model, self._local(params), variant, tokenizer.mask_id)
 
     @classmethod

@@ -32,7 +32,7 @@ from babylm_jax.corpus import prepare
 from babylm_jax.corpus import token_cache
 from babylm_jax.core import workers
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.vocab import framing_for
+from babylm_jax.core.families import family_spec
 from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
@@ -94,7 +94,7 @@ def main() -> None:
     key = cache_keys.tokenizer_key(corpus.root.name, data_config.tokenizer, config.model.vocab_size)
     conditions.probe()
     start = time.perf_counter()
-    framing = framing_for(config.model.family)
+    framing = family_spec(config.model.family).framing
     tokens = token_cache.tokenize_corpus(corpus, corpus.root / f"tokenizer-{key}", cache_keys.token_cache_key(key, framing),
                                          framing, data_config.num_workers)
     tok_s = time.perf_counter() - start

@@ -39,7 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config.files import load_config_file  # noqa: E402
-from babylm_jax.core.vocab import framing_for  # noqa: E402
+from babylm_jax.core.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402
@@ -183,9 +183,9 @@ def main() -> None:
     rates, flops_per_s, official = {}, {}, {}
     for family, num_pairs in (("mlm", args.pll_pairs), ("causal", args.pairs)):
         model, params = random_model(args.config, family, tokenizer.vocab_size)
-        variant = scoring.FAMILY_VARIANT[family]
+        variant = family_spec(family).scoring
         scorer = scoring.SentenceScorer(model, params, variant, tokenizer.mask_id, args.batch_size, args.row_len)
-        inputs = [framing_for(family).scoring_input(tokenizer.encode(t)) for t in texts[: 2 * num_pairs]]
+        inputs = [family_spec(family).framing.scoring_input(tokenizer.encode(t)) for t in texts[: 2 * num_pairs]]
         num_pairs = len(inputs) // 2
         _, compile_s = best_time(1, scorer.score, inputs)  # compiles
         fast, seconds = peak_and_time(scorer.score, inputs)

@@ -1,0 +1,153 @@
+"""Model families are one registry (`core.families`): the built-in entries hold the facts the
+package used to spread over seven tables, and a fixture family added by one entry and its
+objective trains, scores minimal pairs and exports."""
+import dataclasses
+import json
+import math
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import tiny_config
+
+from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.core import families
+from babylm_jax.core.families import ENCODER, MASKED_LM, FamilySpec, family_spec
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
+from babylm_jax.eval import runner, scoring
+from babylm_jax.eval.settings import ScoringSettings, default_settings
+from babylm_jax.hf import hf_config, model_card
+from babylm_jax.model import aux_heads, objectives
+from babylm_jax.tasks import registry as tasks
+from babylm_jax.training import loading, metrics, trainer
+
+HF_DIR = pathlib.Path(families.__file__).parents[1] / "hf"
+PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+
+
+def test_each_entry_names_an_objective_a_scoring_and_shipped_classes():
+    for name, spec in families.FAMILY_SPECS.items():
+        assert spec.name == name
+        assert spec.objective in objectives.OBJECTIVES and spec.scoring in scoring.VARIANTS
+        assert spec.aux_position in ("input", "target")
+        modeling = (HF_DIR / spec.hf_modeling_file).read_text()
+        assert all(f"class {cls}(" in modeling for _, cls in spec.hf_models)
+
+
+def test_the_built_in_entries_keep_each_familys_facts():
+    framing = {f: (s.framing.opener_id, s.framing.closer_id) for f, s in families.FAMILY_SPECS.items()}
+    assert framing == {"causal": (BOS_ID, EOS_ID), "mlm": (CLS_ID, SEP_ID), "hybrid": (CLS_ID, SEP_ID)}
+    facts = {f: (s.scoring, s.official_backend, s.aux_position) for f, s in families.FAMILY_SPECS.items()}
+    assert facts == {"causal": ("causal", "causal", "input"), "mlm": ("pll", "mlm", "target"),
+                     "hybrid": ("mntp", "mntp", "target")}
+    shares = {f: s.causal_share(0.25) for f, s in families.FAMILY_SPECS.items()}
+    assert shares == {"causal": 1.0, "mlm": 0.0, "hybrid": 0.25}
+    maps = {f: hf_config.hf_config(ModelConfig(family=f, mlp="gelu"), 4, {})["auto_map"] for f in ("mlm", "hybrid")}
+    assert list(maps["hybrid"]) == ["AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoModelForCausalLM"]
+    assert maps["mlm"]["AutoModelForMaskedLM"] == "modeling_babylm.BabyLMForMaskedLM"
+    assert hf_config.is_llama(ModelConfig(family="causal"), 4) and not hf_config.is_llama(ModelConfig(family="mlm"), 4)
+
+
+def test_an_unknown_family_is_refused_by_key():
+    with pytest.raises(ValueError, match="config key model.family: 'seq2seq' is not one of"):
+        ModelConfig(family="seq2seq").validate()
+
+
+TRACED = []  # the fixture objective's traces
+
+
+def mask_only_objective(batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows):
+    """The fixture family's objective: a masked LM whose every chosen token becomes [MASK]."""
+    TRACED.append(batch["tokens"].shape)
+    tokens = batch["tokens"]
+    masked = objectives.choose_masked_positions(mask_rng, batch, mask_rate, masking)
+    return jnp.where(masked, masking.mask_id, tokens), False, tokens, masked
+
+
+MASK_ONLY = FamilySpec("mask_only", ENCODER, objective="mask_only", scoring="pll", official_backend="mlm",
+                       aux_position="target", hf_models=(MASKED_LM,))
+
+
+@pytest.fixture(scope="module")
+def mask_only():
+    """The fixture family, registered for this module's tests: one registry entry and its objective."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(families.FAMILY_SPECS, MASK_ONLY.name, MASK_ONLY)
+        patch.setitem(objectives.OBJECTIVES, MASK_ONLY.objective, mask_only_objective)
+        yield MASK_ONLY
+
+
+def _fixture_config(corpus_dir):
+    config = tiny_config(corpus_dir, family="mask_only")
+    config.train.update(num_steps=4, eval_every_steps=4)
+    config.checkpoint.every_steps = 4
+    config.train.aux_heads.tone = 0.1
+    return config
+
+
+@pytest.fixture(scope="module")
+def trained(mask_only, tiny_corpus_dir, tmp_path_factory):
+    """The workdir of a 4-step run of the fixture family (with a tone head)."""
+    workdir = tmp_path_factory.mktemp("mask_only") / "run"
+    TRACED.clear()
+    trainer.train_and_evaluate(_fixture_config(tiny_corpus_dir), str(workdir))
+    return workdir
+
+
+def test_the_fixture_family_is_refused_until_registered(tiny_corpus_dir, mask_only, monkeypatch):
+    config = _fixture_config(tiny_corpus_dir)
+    assert RunConfig.from_config(config).model.family == "mask_only"
+    assert aux_heads.AuxHeadsConfig.from_config(config.train, "mask_only").position == "target"
+    assert metrics.causal_share(config) == 0.0 and RunConfig.from_config(config).model.has_head_transform
+    monkeypatch.delitem(families.FAMILY_SPECS, "mask_only")
+    with pytest.raises(ValueError, match="config key model.family: 'mask_only'"):
+        RunConfig.from_config(config)
+
+
+def test_the_fixture_family_trains_and_scores(trained):
+    assert TRACED  # the family's own objective is what trained
+    logged = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in logged if "loss" in r]
+    assert len(losses) == 4 and all(math.isfinite(loss) and loss > 0 for loss in losses)
+    loaded = loading.load_for_eval(str(trained))
+    assert loaded.model.config.family == "mask_only" and loaded.step == 4
+    settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
+                                                                               within_word_l2r=False))
+    result = runner.run_task(tasks.get_task("zhoblimp"), loaded, PAIRS, settings)
+    assert result.details["scoring"] == "pll" and 0 <= result.values["accuracy"] <= 1
+
+
+def test_the_fixture_family_exports_as_a_masked_lm(trained):
+    loaded = loading.load_for_eval(str(trained))
+    exported = hf_config.hf_config(loaded.model.config, loaded.model.config.num_layers, {"step": 4})
+    assert exported["architectures"] == ["BabyLMForMaskedLM"] and exported["babylm_jax"]["family"] == "mask_only"
+    assert set(exported["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForMaskedLM"}
+    card = model_card.model_card(loaded.config.to_dict(), exported, "char tokenizer", {"step": 4}, None)
+    assert "AutoModelForMaskedLM.from_pretrained" in card and "`--backend mlm`" in card
+    assert hf_config.remote_code_files("mask_only") == ("configuration_babylm.py", "modeling_babylm.py")
+
+
+def test_the_fixture_family_writes_its_export(trained, tmp_path):
+    pytest.importorskip("safetensors", reason='writing an export needs the export extra (README "Export")')
+    pytest.importorskip("tokenizers")
+    from babylm_jax import export
+
+    out = export.export(trained, tmp_path / "hf")
+    written = json.loads((out / "config.json").read_text())
+    assert written["family"] == "mask_only" and written["architectures"] == ["BabyLMForMaskedLM"]
+    assert {"modeling_babylm.py", "configuration_babylm.py", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in out.iterdir()}
+    single = json.loads((out / "tokenizer.json").read_text())["post_processor"]["single"]
+    assert [piece["SpecialToken"]["id"] for piece in single if "SpecialToken" in piece] == ["[CLS]", "[SEP]"]
+
+    torch = pytest.importorskip("torch", reason='loading the export needs PyTorch: the export extra')
+    transformers = pytest.importorskip("transformers")
+    loaded = loading.load_for_eval(str(trained))
+    tokens = np.asarray([loaded.tokenizer.encode("我们去公园散步吧")], np.int64)
+    ours = np.asarray(loaded.model.apply(loaded.params, jnp.asarray(tokens, jnp.int32)))
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(out, trust_remote_code=True).eval()
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(tokens), attention_mask=torch.ones_like(torch.tensor(tokens))).logits
+    assert np.abs(theirs.numpy() - ours).max() < 1e-4  # bidirectional, with the head transform
