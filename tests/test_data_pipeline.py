@@ -163,6 +163,15 @@ def test_layout_covers_documents_and_words(prepared, kind):
         assert layout.num_rows <= -(-int(tokens.doc_offsets[-1]) // 32) * 2
 
 
+def test_sorted_union_equals_union1d():
+    rng = np.random.default_rng(0)
+    for n, m in [(0, 0), (0, 5), (7, 0), (1000, 300), (50, 50)]:
+        a, b = np.sort(rng.integers(0, 500, n)), np.sort(rng.integers(0, 500, m))
+        a = np.unique(a)  # document starts are distinct; row starts are too
+        b = np.unique(b)
+        np.testing.assert_array_equal(packing._sorted_union(a, b), np.union1d(a, b))
+
+
 def test_word_starts_match_jieba(prepared):
     config, workdir, data = prepared
     prep = prepare.prepare_corpus(RunConfig.from_config(config), workdir)
