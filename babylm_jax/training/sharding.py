@@ -10,7 +10,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import ml_collections
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -32,7 +31,7 @@ def logical_axis_rules(fsdp: bool) -> tuple[tuple[str, Any], ...]:
     )
 
 
-def make_mesh(mesh_config: MeshConfig | ml_collections.ConfigDict, devices: list | None = None) -> Mesh:
+def make_mesh(mesh_config: MeshConfig, devices: list | None = None) -> Mesh:
     """A (data, fsdp) mesh over all devices; `mesh.fsdp` devices per FSDP group."""
     devices = list(jax.devices() if devices is None else devices)
     fsdp = mesh_config.fsdp
@@ -41,7 +40,7 @@ def make_mesh(mesh_config: MeshConfig | ml_collections.ConfigDict, devices: list
     return Mesh(np.asarray(devices).reshape(len(devices) // fsdp, fsdp), BATCH_AXES)
 
 
-def run_devices(mesh_config: MeshConfig | ml_collections.ConfigDict, available: list) -> list:
+def run_devices(mesh_config: MeshConfig, available: list) -> list:
     """The devices a single-process run uses: the first `mesh.num_devices` (0 = all), checked."""
     wanted = mesh_config.num_devices
     if not 0 <= wanted <= len(available):
