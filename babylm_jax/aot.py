@@ -23,6 +23,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # lowers and compiles for a targe
 from absl import flags
 
 from babylm_jax.config import cli
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import outputs
 
 COMMAND = cli.Command("aot", __doc__)
@@ -40,13 +41,13 @@ flags.mark_flags_as_required(["config"], flag_values=COMMAND.flags)
 def main(argv: Sequence[str]) -> bool:
     """Parses `argv` and reports; returns whether the step fits the target's memory."""
     COMMAND.parse(argv)
-    config = _CONFIG.value
+    config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before the lowering
     if _DUMP.value:
         outputs.check_writable(_DUMP.value, "--dump")  # before the minutes of lowering and compiling
     from babylm_jax.training import aot  # the heavy imports, after the options are checked
 
-    platform = aot.check_platform(_PLATFORM.value, config)
-    topology = aot.check_topology(_TOPOLOGY.value, config, platform)
+    platform = aot.check_platform(_PLATFORM.value, config.mesh)
+    topology = aot.check_topology(_TOPOLOGY.value, config.mesh, platform)
     report = aot.cuda_report if platform == "cuda" else aot.tpu_report
     lines, fits = report(config, topology, _DUMP.value)
     print("\n".join(lines), flush=True)

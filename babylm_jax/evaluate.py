@@ -101,7 +101,7 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
     from babylm_jax.training.loading import load_for_eval  # the heavy import, after the cheap checks
     from babylm_jax.training.run_config import load_config
 
-    run_log = RunLog(workdir, load_config(str(workdir))) if settings.log_to_run else None
+    run_log = RunLog(workdir, load_config(str(workdir)).train) if settings.log_to_run else None
     metrics = {spec.name: spec.metric for spec in specs}
 
     evaluation = session.Evaluation(workdir, data_dir, specs, skipped, settings, {

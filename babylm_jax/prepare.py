@@ -48,16 +48,16 @@ def _table(rows: list[list], header: list[str]) -> str:
 def main(argv: Sequence[str]) -> None:
     """Parses `argv` (program name first) and prepares the corpus (and the reports)."""
     COMMAND.parse(argv)
+    run = RunConfig.from_config(_CONFIG.value)  # every key of the run's config, before any work
     place = RunPlace.reached(_WORKDIR.value)  # a remote workdir: prepared in this host's copy, then pushed
     with workdir_lock(place.local, "prepare"):  # refused at once while a train or prepare holds the workdir
         place.pull()
-        prepare_and_report(_CONFIG.value, pathlib.Path(place.local))
+        prepare_and_report(run, pathlib.Path(place.local))
         place.push()
 
 
-def prepare_and_report(config, workdir: pathlib.Path) -> None:
+def prepare_and_report(run: RunConfig, workdir: pathlib.Path) -> None:
     """Prepares the corpus, tokenizer and token cache, and prints the reports."""
-    run = RunConfig.from_config(config)  # every key of the run's config, before any work
     data_config = run.data
     data_dir = _DATA_DIR.value or data_config.leakage.data_dir
     if data_dir and not pathlib.Path(data_dir).is_dir():

@@ -16,6 +16,7 @@ from typing import Sequence
 from absl import flags, logging
 
 from babylm_jax.config import cli
+from babylm_jax.config.schema import RunConfig
 
 COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -29,15 +30,16 @@ flags.mark_flags_as_required(["config", "workdir"], flag_values=COMMAND.flags)
 def main(argv: Sequence[str]) -> dict:
     """Parses `argv` (program name first) and trains; returns the end-of-run summary."""
     COMMAND.parse(argv)
+    config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before any work
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
     from babylm_jax.training import backend, preemption, trainer  # the heavy imports, after the options are checked
 
-    print(f"train: {backend.describe(_CONFIG.value)}", flush=True)
-    notice = backend.check_target(_CONFIG.value, _ALLOW_CPU.value)  # before any work
+    print(f"train: {backend.describe(config)}", flush=True)
+    notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work
     if notice:
         print(f"train: {notice}", flush=True)
     try:
-        return trainer.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+        return trainer.train_and_evaluate(config, _WORKDIR.value)
     except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line
         print(f"train: {stopped}", flush=True)
         sys.exit(stopped.exit_status)

@@ -23,7 +23,7 @@ import time
 
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
-from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import metrics
 
 BASE = "configs/base.py"
@@ -71,9 +71,9 @@ def resolved_config(config_file: str, overrides: dict):
 
 def planned_tflop(config) -> float:
     """Training FLOPs of the whole run, from the config alone (before any work)."""
-    model = ModelConfig.from_config(config.model)
-    tokens = config.train.num_steps * config.train.batch_size * config.train.seq_len
-    per_token = metrics.train_flops_per_token(model, config.train.seq_len, metrics.causal_share(config))
+    run = RunConfig.from_config(config)
+    tokens = run.train.num_steps * run.train.batch_size * run.train.seq_len
+    per_token = metrics.train_flops_per_token(run.model, run.train.seq_len, metrics.causal_share(run))
     return tokens * per_token / 1e12
 
 

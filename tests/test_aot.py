@@ -7,6 +7,7 @@ from fixtures.cli import user_error
 
 from babylm_jax import aot as aot_cli
 from babylm_jax.config import cli
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import aot
 
 HAS_CUDA_PLUGIN = importlib.util.find_spec("jax_cuda12_plugin") is not None
@@ -34,7 +35,7 @@ def test_largest_tensors_and_attention_are_read_from_the_lowered_text():
 
 
 def test_the_xla_path_lowered_for_cuda_holds_float32_scores_and_says_so():
-    config = cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla"])
+    config = RunConfig.from_config(cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla"]))
     step = aot.cuda_step(config, 32)
     text = step.jitted.trace(*step.args).lower(lowering_platforms=("cuda",)).as_text()
     assert "float32 [B, H, L, L] scores at B = 4" in aot.attention_line(step.model, text, 32)  # 2 micro-batches of 4

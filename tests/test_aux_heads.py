@@ -12,6 +12,7 @@ pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from conftest import tiny_config  # noqa: E402
 
+from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax import train  # noqa: E402
 from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
 from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE  # noqa: E402
@@ -75,10 +76,11 @@ def test_auto_position_is_the_input_for_causal_and_the_masked_position_otherwise
     config = tiny_config(tiny_corpus_dir)
     config.train.aux_heads.tone = 0.2
     assert config.train.aux_heads.position == "auto"
-    resolved = {f: aux_heads.AuxHeadsConfig.from_config(config.train, f).position for f in ("causal", "mlm", "hybrid")}
+    train = RunConfig.from_config(config).train
+    resolved = {f: aux_heads.AuxHeadsConfig.from_config(train, f).position for f in ("causal", "mlm", "hybrid")}
     assert resolved == {"causal": "input", "mlm": "target", "hybrid": "target"}
     config.train.aux_heads.position = "target"
-    assert aux_heads.AuxHeadsConfig.from_config(config.train, "causal").position == "target"
+    assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train, "causal").position == "target"
 
 
 def test_positions_follow_the_language_model_or_the_input():
@@ -92,19 +94,18 @@ def test_positions_follow_the_language_model_or_the_input():
 
 def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
-    assert aux_heads.AuxHeadsConfig.from_config(config.train) is None  # base.py: every weight 0
-    del config.train["aux_heads"]  # a run made before the heads existed
-    assert aux_heads.AuxHeadsConfig.from_config(config.train) is None
+    assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train) is None  # base.py: every weight 0
     from babylm_jax.training.state import boxed_init_fn, build_model
     from babylm_jax.training import optim
-    config = tiny_config(tiny_corpus_dir)
-    model, optimizer = build_model(config), optim.make_optimizer(config.train)
-    plain = boxed_init_fn(config, model, optimizer)(jax.random.key(0)).params
+    plain_run = RunConfig.from_config(config)
+    model, optimizer = build_model(plain_run.model), optim.make_optimizer(plain_run.train)
+    plain = boxed_init_fn(plain_run, model, optimizer)(jax.random.key(0)).params
     config.train.aux_heads.tone = 0.3
-    with_heads = boxed_init_fn(config, model, optimizer)(jax.random.key(0)).params
+    run = RunConfig.from_config(config)
+    with_heads = boxed_init_fn(run, model, optimizer)(jax.random.key(0)).params
     assert set(plain) == {"params"} and set(with_heads) == {"params", aux_heads.AUX_COLLECTION}
     assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), plain["params"], with_heads["params"]))
-    objective = aux_heads.AuxObjective(aux_heads.AuxHeadsConfig.from_config(config.train), hanzi_labels.head_sizes(),
+    objective = aux_heads.AuxObjective(aux_heads.AuxHeadsConfig.from_config(run.train), hanzi_labels.head_sizes(),
                                        hanzi_labels.label_table(PIECES, rows=64))
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 9, (2, 16)), jnp.int32)
     batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": jnp.broadcast_to(jnp.arange(16), (2, 16))}
@@ -121,7 +122,7 @@ def test_a_run_with_heads_logs_them_and_exports_without_them(tiny_corpus_dir, tm
     config.train.update(num_steps=4, grad_accum_steps=2, eval_every_steps=4)
     config.checkpoint.every_steps = 4
     config.train.aux_heads.update(syllable=0.3, tone=0.1)
-    trainer.train_and_evaluate(config, str(tmp_path / "run"))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "run"))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if "loss" in r]
     assert logged and all(0 <= r["aux_syllable_acc"] <= 1 and r["aux_tone_loss"] > 0 for r in logged)

@@ -11,6 +11,7 @@ import pytest
 
 from babylm_jax import evaluate, export, prepare, train
 from babylm_jax.config import cli
+from babylm_jax.config.schema import RunConfig
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
@@ -95,8 +96,9 @@ def test_a_gpu_recipe_on_a_cpu_backend_is_refused_unless_asked(capsys, tmp_path)
 def test_bf16_on_a_cpu_backend_is_a_notice_and_a_plain_config_says_nothing():
     from babylm_jax.training import backend
 
-    assert backend.check_target(cli.load_config("configs/base.py"), allow_cpu=False) is None
-    notice = backend.check_target(cli.load_config("configs/base.py", ["--config.model.dtype=bfloat16"]), False)
+    assert backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py")), allow_cpu=False) is None
+    notice = backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py",
+                                                                        ["--config.model.dtype=bfloat16"])), False)
     assert notice.startswith("notice: model.dtype=bfloat16 on a CPU backend")
 
 

@@ -4,15 +4,17 @@ import jax.numpy as jnp
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import compiled, metrics, trainer
 
 
 def test_curriculum_lengths_are_those_still_ahead_in_order():
     config = tiny_config("unused")
     config.train.update(num_steps=10, seq_len=32, seq_len_curriculum=((0.0, 8), (0.5, 16), (0.9, 32)))
-    assert compiled.curriculum_lengths(config, 0, 10) == [8, 16, 32]
-    assert compiled.curriculum_lengths(config, 6, 10) == [16, 32]  # resumed in the second phase
-    assert compiled.curriculum_lengths(config, 0, 3) == [8]  # stop_at_step before the next phase
+    train = RunConfig.from_config(config).train
+    assert compiled.curriculum_lengths(train, 0, 10) == [8, 16, 32]
+    assert compiled.curriculum_lengths(train, 6, 10) == [16, 32]  # resumed in the second phase
+    assert compiled.curriculum_lengths(train, 0, 3) == [8]  # stop_at_step before the next phase
 
 
 def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_path, monkeypatch, capsys):
@@ -40,7 +42,7 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=12, eval_every_steps=4, seq_len_curriculum=((0.0, 16), (0.5, 32)))
     capsys.readouterr()
-    trainer.train_and_evaluate(config, str(tmp_path))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     out = capsys.readouterr().out
     assert events[:3] == ["train", "train", "eval"]
     assert events[3:] == [f"step {s}" for s in range(1, 13)]

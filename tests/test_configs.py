@@ -23,7 +23,7 @@ def states() -> dict:
     """name -> (config, abstract train state, model), shapes only (`jax.eval_shape`)."""
     out = {}
     for path in CONFIG_FILES:
-        config = load_config_file(path)
+        config = RunConfig.from_config(load_config_file(path))
         state, model = abstract_state(config)
         out[path.stem] = (config, state, model)
     return out
@@ -54,7 +54,7 @@ def test_config_loads_and_shape_initialises(path, states):
     assert config.train.batch_size % config.train.grad_accum_steps == 0
     for start_share, length in config.train.seq_len_curriculum:
         assert 0.0 <= start_share < 1.0 and config.train.seq_len % length == 0, (start_share, length)
-    lengths = {curricula.seq_len_at(config, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
+    lengths = {curricula.seq_len_at(config.train, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
     assert max(lengths) <= model.config.max_len
 
 
@@ -65,9 +65,9 @@ def test_cpu_minutes_defaults_share_base_scale(name, family, states):
     assert model.config.family == family
     assert config.data.corpus == "builtin" and model.config.dtype == "float32"
     for key in ("d_model", "num_layers", "num_heads", "d_ff", "vocab_size"):
-        assert config.model[key] == base_config.model[key], key
+        assert getattr(config.model, key) == getattr(base_config.model, key), key
     for key in ("num_steps", "batch_size", "seq_len", "learning_rate"):
-        assert config.train[key] == base_config.train[key], key
+        assert getattr(config.train, key) == getattr(base_config.train, key), key
 
 
 @pytest.mark.parametrize("name,expected", sorted(NAMED_SIZES.items()))
@@ -92,7 +92,7 @@ def test_recipe_specifics(states):
     assert (t.optimizer, t.learning_rate, t.weight_decay, t.ema_decay) == ("lamb", 1e-2, 0.1, 0.999)
     assert (t.mask_rate, t.mask_rate_final, t.hybrid_causal_share) == (0.3, 0.15, 1 / 16)
     assert t.seq_len == 512
-    phases = [curricula.seq_len_at(config, s) for s in range(t.num_steps)]
+    phases = [curricula.seq_len_at(t, s) for s in range(t.num_steps)]
     assert sorted(set(phases)) == [128, 256, 512] and phases[0] == 128 and phases[-1] == 512
     assert phases == sorted(phases)
 

@@ -105,5 +105,5 @@ def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):
     config = synthetic.tiny_config(tmp_path / "no_corpus_needed")
     config.data.packing = "fist_fit"
     with pytest.raises(ValueError, match="data.packing"):
-        trainer.train_and_evaluate(config, str(tmp_path / "w"))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()  # no config.json, no lock, no data

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
 from babylm_jax.eval import minimal_pairs, results, scoring
 from babylm_jax.tasks import registry as tasks
@@ -84,7 +85,7 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     config.checkpoint.word_milestones = False
     config.train.eval_tasks = ""
     workdir = tmp_path / "run"
-    trainer.train_and_evaluate(config, str(workdir))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
 
     output = tmp_path / "out" / "results.json"
     evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",

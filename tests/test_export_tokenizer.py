@@ -2,11 +2,11 @@
 import itertools
 import json
 
-import ml_collections
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
+from babylm_jax.config.data import TokenizerConfig  # noqa: E402
 from babylm_jax.corpus import builtin  # noqa: E402
 from babylm_jax.core.families import family_spec  # noqa: E402
 from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
@@ -44,9 +44,8 @@ REQUIRED = [chr(c) for c in range(0x4E00, 0x4E00 + 600)]
                 ids=lambda p: f"{p[0]}-bf{int(p[1])}" + ("-required" if p[2] else ""))
 def ours(request, texts):
     kind, byte_fallback, required = request.param
-    config = ml_collections.ConfigDict(dict(
-        kind=kind, byte_fallback=byte_fallback, character_coverage=0.98, min_char_count=2, training_sentences=1000
-    ))
+    config = TokenizerConfig(kind=kind, byte_fallback=byte_fallback, character_coverage=0.98, min_char_count=2,
+                             required_characters="", training_sentences=1000)
     return tokenizer_lib.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
 
 

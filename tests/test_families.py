@@ -92,15 +92,16 @@ def trained(mask_only, tiny_corpus_dir, tmp_path_factory):
     """The workdir of a 4-step run of the fixture family (with a tone head)."""
     workdir = tmp_path_factory.mktemp("mask_only") / "run"
     TRACED.clear()
-    trainer.train_and_evaluate(_fixture_config(tiny_corpus_dir), str(workdir))
+    trainer.train_and_evaluate(RunConfig.from_config(_fixture_config(tiny_corpus_dir)), str(workdir))
     return workdir
 
 
 def test_the_fixture_family_is_refused_until_registered(tiny_corpus_dir, mask_only, monkeypatch):
     config = _fixture_config(tiny_corpus_dir)
-    assert RunConfig.from_config(config).model.family == "mask_only"
-    assert aux_heads.AuxHeadsConfig.from_config(config.train, "mask_only").position == "target"
-    assert metrics.causal_share(config) == 0.0 and RunConfig.from_config(config).model.has_head_transform
+    typed = RunConfig.from_config(config)
+    assert typed.model.family == "mask_only"
+    assert aux_heads.AuxHeadsConfig.from_config(typed.train, "mask_only").position == "target"
+    assert metrics.causal_share(typed) == 0.0 and typed.model.has_head_transform
     monkeypatch.delitem(families.FAMILY_SPECS, "mask_only")
     with pytest.raises(ValueError, match="config key model.family: 'mask_only'"):
         RunConfig.from_config(config)

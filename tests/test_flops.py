@@ -15,6 +15,7 @@ import pytest
 
 from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import metrics, peaks
 
@@ -151,6 +152,7 @@ def test_step_logger_counts_the_projection_at_the_predicted_positions(tmp_path):
 
     config = load_config_file(pathlib.Path(__file__).parents[1] / "configs" / "base_mlm.py")
     config.train.update(num_steps=11, mask_rate=0.3, mask_rate_final=0.1)
+    config = RunConfig.from_config(config)
     c = small_config("mlm")
     logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), c, config, log_every=6, last_step=11)
     entry = logger.step_done(6, {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}, words_seen=0.0)

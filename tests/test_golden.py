@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.training import optim, trainer
 from babylm_jax.training.state import boxed_init_fn, build_model
@@ -42,7 +43,8 @@ def step_stats(family: str) -> dict:
     config = tiny_config(pathlib.Path("unused"), family=family)
     config.model.norm = "layernorm"
     config.train.update(warmup_steps=0, weight_decay=0.1, learning_rate=1e-2)
-    model, optimizer = build_model(config), optim.make_optimizer(config.train)
+    config = RunConfig.from_config(config)
+    model, optimizer = build_model(config.model), optim.make_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     batch = _batch()
     loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), masking=MASKING,  # noqa: E731

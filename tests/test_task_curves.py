@@ -6,6 +6,7 @@ import pytest
 from conftest import tiny_config
 from fixtures.data import synthetic
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.training import checkpoint, loading, task_curves, trainer
@@ -44,7 +45,7 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
                         eval_data_dir=str(tmp_path / "data"))
     config.checkpoint.update(word_milestones=True, milestone_unit=1000)
     workdir = tmp_path / "run"
-    summary = trainer.train_and_evaluate(config, str(workdir))
+    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     scored = [r for r in records if "task/zhoblimp" in r]
     assert [r["step"] for r in scored if r["task_at"] == "eval"] == [10, 20]
@@ -54,7 +55,7 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
 
     # The logged score is the score of the checkpoint's parameters on the same sample.
     loaded = loading.load_for_eval(str(workdir))
-    curves = task_curves.TaskCurves.from_config(config, loaded.tokenizer, loaded.model, loaded.params)
+    curves = task_curves.TaskCurves.from_config(loaded.config.train, loaded.tokenizer, loaded.model, loaded.params)
     assert len(curves.samples["zhoblimp"].pairs) == 12  # 4 of each paradigm's 8
     assert curves.score(loaded.params) == pytest.approx({"zhoblimp": scored[-1]["task/zhoblimp"]})
     assert summary["final_task_scores"] == {"zhoblimp": scored[-1]["task/zhoblimp"]}
@@ -77,4 +78,4 @@ def test_eval_tasks_must_be_minimal_pair_tasks(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     config.train.eval_tasks = "zhoblimp,afqmc"
     with pytest.raises(ValueError, match="train.eval_tasks: 'afqmc'"):
-        task_curves.TaskCurves.from_config(config, None, None, None)
+        task_curves.TaskCurves.from_config(RunConfig.from_config(config).train, None, None, None)

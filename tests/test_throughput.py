@@ -4,7 +4,7 @@ import json
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import metrics, peaks
 
 METRICS = {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}
@@ -24,8 +24,9 @@ def _logger(tmp_path, monkeypatch, log_every, last_step=12):
     config.train.num_steps = last_step
     clock = Clock()
     clock.now = 100.0  # compiling took 100 s before the logger started: never counted
-    model = ModelConfig.from_config(config.model)
-    logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), model, config, log_every, last_step, clock)
+    run_config = RunConfig.from_config(config)
+    logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), run_config.model, run_config, log_every, last_step,
+                                clock)
     return logger, clock
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.training import curricula, milestones, optim, run, trainer
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
@@ -17,7 +18,8 @@ MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 
 def _setup(tmp_path, **train):
     config = tiny_config(tmp_path)
     config.train.update(warmup_steps=0, **train)  # a real update at step 0
-    model = build_model(config)
+    config = RunConfig.from_config(config)
+    model = build_model(config.model)
     optimizer = optim.make_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     return config, model, optimizer, state
@@ -60,17 +62,18 @@ def test_hybrid_passes_too_small_for_a_causal_row_are_refused(tmp_path):
     config = tiny_config(tmp_path, family="hybrid")  # 8 rows, a quarter of them causal
     config.train.grad_accum_steps = 8
     with pytest.raises(ValueError, match="hybrid_causal_share=0.25 of 1 rows a pass"):
-        run.checked_parts(config)
+        RunConfig.from_config(config)
     config.train.grad_accum_steps = 4  # 2 rows a pass: round(0.5) is 0 too
     with pytest.raises(ValueError, match="rounds to no causal row"):
-        run.checked_parts(config)
+        RunConfig.from_config(config)
     config.train.grad_accum_steps = 2
-    run.checked_parts(config)
+    run.checked_parts(RunConfig.from_config(config))
 
 @pytest.mark.slow
 def test_sequence_length_curriculum_splits_rows(tmp_path):
     config, model, optimizer, state = _setup(tmp_path, seq_len_curriculum=((0.0, 16), (0.5, 32)))
-    assert curricula.seq_len_at(config, 0) == 16 and curricula.seq_len_at(config, config.train.num_steps // 2) == 32
+    assert curricula.seq_len_at(config.train, 0) == 16
+    assert curricula.seq_len_at(config.train, config.train.num_steps // 2) == 32
     batch = _batch(4, 32)
     short = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 16))
     _, metrics_split = short(state, batch, jax.random.key(3))
@@ -97,15 +100,17 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
     config = tiny_config(tmp_path, family=family)
     config.model.norm = "layernorm"  # scales and biases, [layers, d] under scan
     config.train.update(warmup_steps=0, weight_decay=0.5, learning_rate=1e-2)
-    looped_model = build_model(config)
-    optimizer = optim.make_optimizer(config.train)
-    looped = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, looped_model, optimizer)(rng)))(jax.random.key(0))
+    run_config = RunConfig.from_config(config)
+    looped_model = build_model(run_config.model)
+    optimizer = optim.make_optimizer(run_config.train)
+    looped = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(run_config, looped_model, optimizer)(rng)))(
+        jax.random.key(0))
     config.model.scan_layers = True
-    scanned_model = build_model(config)
+    scanned_model = build_model(RunConfig.from_config(config).model)
     params = stack_layer_params(looped.params, config.model.num_layers)
     scanned = TrainState(step=looped.step, params=params, opt_state=optimizer.init(params), ema_params=None)
     for model, name in ((looped_model, "looped"), (scanned_model, "scanned")):
-        step = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))
+        step = jax.jit(trainer.make_train_step(run_config, model, optimizer, MASKING, 32))
         state = looped if name == "looped" else scanned
         for i in range(3):
             state, _ = step(state, _batch(8, 32), jax.random.key(i))

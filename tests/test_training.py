@@ -39,7 +39,7 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         config.checkpoint.update(word_milestones=True, milestone_unit=500)
     if family == "hybrid":
         config.train.ema_decay = 0.9
-    summary = trainer.train_and_evaluate(config, str(tmp_path))
+    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     train, evals = read_metrics(tmp_path)
     first = np.mean([train[s]["loss"] for s in (1, 2, 3)])
     last = np.mean([train[s]["loss"] for s in (28, 29, 30)])
@@ -63,9 +63,10 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         assert ema.used_ema and not raw.used_ema
         diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
         assert max(jax.tree.leaves(diff)) > 1e-4
-        data = pipeline.build_train_data(RunConfig.from_config(config), str(tmp_path))
-        masking = run.make_masking(config, data.tokenizer)
-        eval_step = jax.jit(trainer.make_eval_step(config, ema.model, masking))
+        typed = RunConfig.from_config(config)
+        data = pipeline.build_train_data(typed, str(tmp_path))
+        masking = run.make_masking(typed.data, data.tokenizer)
+        eval_step = jax.jit(trainer.make_eval_step(typed, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
         batches = data.eval_batches[: config.train.eval_batches]
         assert trainer.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
@@ -104,11 +105,11 @@ def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, mo
 
     monkeypatch.setattr(run, "build_train_data", recording_build)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    trainer.train_and_evaluate(config, str(straight))
-    trainer.train_and_evaluate(config, str(resumed), stop_at_step=4)
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(straight))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed), stop_at_step=4)
     assert sorted(int(p.name) for p in (resumed / "checkpoints").iterdir()) == [4]
-    trainer.train_and_evaluate(config, str(resumed))  # picks up at step 4
-    again = trainer.train_and_evaluate(config, str(resumed))  # a finished run trains nothing more
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # picks up at step 4
+    again = trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # a finished run trains nothing more
     assert again["steps"] == 8 and len(read_metrics(resumed)[0]) == 8
 
     a, b = read_metrics(straight)[0], read_metrics(resumed)[0]
@@ -123,7 +124,7 @@ def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=3, eval_every_steps=100)
     config.mesh.update(**mesh)
-    trainer.train_and_evaluate(config, str(workdir))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     train = read_metrics(workdir)[0]
     return [train[s]["loss"] for s in (1, 2, 3)]
 
@@ -145,7 +146,8 @@ def test_fsdp_shards_parameters(tiny_corpus_dir):
 
     config = tiny_config(tiny_corpus_dir)
     config.mesh.update(num_devices=8, fsdp=4)
-    model = build_model(config)
+    config = RunConfig.from_config(config)
+    model = build_model(config.model)
     init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
     mesh = sharding.make_mesh(config.mesh)
     shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
@@ -194,32 +196,32 @@ def test_config_errors_name_the_key(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.seq_len = 128
     with pytest.raises(ValueError, match="train.seq_len=128 exceeds model.max_len=64"):
-        trainer.train_and_evaluate(config, str(tmp_path / "a"))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "a"))
     config = tiny_config(tiny_corpus_dir)
     with config.unlocked():
         config.model.num_layer = 3
     with pytest.raises(ValueError, match="model.num_layer"):
-        trainer.train_and_evaluate(config, str(tmp_path / "b"))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "b"))
     config = tiny_config(tiny_corpus_dir)
     config.data.corpus = str(tmp_path / "no_such_dir")
     with pytest.raises(ValueError, match="no_such_dir"):
-        trainer.train_and_evaluate(config, str(tmp_path / "c"))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "c"))
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "a.txt").write_text("\n\n", encoding="utf-8")
     config.data.corpus = str(empty)
     with pytest.raises(ValueError, match=r"a\.txt.*empty"):
-        trainer.train_and_evaluate(config, str(tmp_path / "d"))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "d"))
 
 
 def test_incompatible_workdir_is_refused_and_untouched(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=2, eval_every_steps=100)
-    trainer.train_and_evaluate(config, str(tmp_path))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     config.model.d_model = 64
     with pytest.raises(ValueError, match="model.d_model=32"):
-        trainer.train_and_evaluate(config, str(tmp_path))
+        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 
@@ -237,10 +239,10 @@ def test_unknown_override_on_the_command_line_is_refused(tmp_path):
 def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp_path):
     """A run that failed before its first checkpoint (say, a wrong corpus path) can be fixed and rerun."""
     config = tiny_config(tiny_corpus_dir)
-    run_config.write_config(str(tmp_path), config)
+    run_config.write_config(str(tmp_path), RunConfig.from_config(config))
     config.model.d_model = 64
-    run_config.check_config(str(tmp_path), config)
-    run_config.write_config(str(tmp_path), config)
+    run_config.check_config(str(tmp_path), RunConfig.from_config(config))
+    run_config.write_config(str(tmp_path), RunConfig.from_config(config))
     assert run_config.load_config(str(tmp_path)).model.d_model == 64
 
 

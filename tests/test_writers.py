@@ -5,12 +5,13 @@ import pathlib
 import shutil
 import time
 
-import ml_collections
 import pytest
 from conftest import tiny_config
 from fixtures import wandb_log
 from fixtures.cli import user_error
 
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.train import WandbConfig
 from babylm_jax import evaluate, train
 from babylm_jax.core import rundir, writers
 from babylm_jax.training import trainer
@@ -59,11 +60,11 @@ def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny
     config = tiny_config(tiny_corpus_dir)
     config.train.writers = ("jsonl", "tensorboard", "wandb")
     config.train.wandb.mode = "offline"
-    trainer.train_and_evaluate(config, str(tmp_path))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     # A run killed after logging step 30 but before its checkpoint: resume from step 20 re-trains 21..30.
     shutil.rmtree(tmp_path / "checkpoints" / "30")
     (tmp_path / "summary.json").unlink()
-    trainer.train_and_evaluate(config, str(tmp_path))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
 
     expected = jsonl_scalars(tmp_path)
     assert ("loss", 30) in expected and ("eval_loss", 30) in expected and ("tokens_per_s", 1) in expected
@@ -88,7 +89,7 @@ def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeyp
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
     config.train.wandb.mode = "offline"
-    summary = trainer.train_and_evaluate(config, str(tmp_path))
+    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
 
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
     events.Reload()
@@ -143,8 +144,7 @@ def test_wandb_dir_holds_the_w_and_b_files_of_a_resumed_run(tmp_path, monkeypatc
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "run").mkdir()
-    settings = ml_collections.ConfigDict({"project": "p", "entity": "", "name": "", "group": "", "tags": (),
-                                          "mode": "offline"})
+    settings = WandbConfig(project="p", entity="", name="", group="", tags=(), mode="offline")
     for steps in ((1, 2), (3,)):
         time.sleep(1.0)  # W&B names an offline run's folder by the second it starts: one folder each
         writer = writers.WandbWriter(str(tmp_path / "run"), settings, {"train": {"num_steps": 3}})
@@ -180,7 +180,7 @@ def test_evaluate_logs_results_fine_tuning_epochs_and_milestones_to_the_run(tiny
     config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
     config.train.wandb.mode = "offline"
     config.checkpoint.update(word_milestones=True, milestone_unit=600)
-    trainer.train_and_evaluate(config, str(run))
+    trainer.train_and_evaluate(RunConfig.from_config(config), str(run))
     common = [f"--workdir={run}", f"--data_dir={data}", "--config.log_to_run=True", "--config.scoring.batch_size=8"]
     evaluate.main(["evaluate", *common, "--tasks=zhoblimp,afqmc", "--limit=8", "--config.finetune.epochs=2",
                    "--config.finetune.max_len=64", "--config.finetune.batch_size=8"])

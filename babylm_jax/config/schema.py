@@ -2,6 +2,7 @@
 
     run = RunConfig.from_config(config)   # every key of every group typed and checked
     run.data, run.model, run.train, ...   # each layer is handed its part
+    run.to_dict()                         # the plain nested dict (config.json, checkpoints, writers)
 
 A run's config file (configs/base.py and the recipes that start from it) holds the groups
 below; `RunConfig.from_config` names the first unknown, missing, mistyped or invalid key,
@@ -11,6 +12,7 @@ passes).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from babylm_jax.config.data import DataConfig
@@ -33,18 +35,23 @@ class RunConfig:
 
     @classmethod
     def from_config(cls, config: Any) -> "RunConfig":
-        """The typed config of `config` (a ConfigDict of the groups above); ValueError names the bad key."""
+        """The typed config of `config` (a ConfigDict, or a dict as saved in config.json, of the groups
+        above); ValueError names the bad key."""
         groups = set(config.keys())
         fields = [f.name for f in dataclasses.fields(cls)]
         unknown, missing = sorted(groups - set(fields)), sorted(set(fields) - groups)
         if unknown or missing:
             raise ValueError(f"config groups: unknown {unknown}, missing {missing}; a run's config has {fields}")
-        run = cls(data=DataConfig.from_config(config.data), model=ModelConfig.from_config(config.model),
+        run = cls(data=DataConfig.from_config(config["data"]), model=ModelConfig.from_config(config["model"]),
                   **{name: build(cls_, config[name], name + ".") for name, cls_ in (
                       ("train", TrainConfig), ("checkpoint", CheckpointConfig), ("mesh", MeshConfig),
                       ("distributed", DistributedConfig))})
         run.validate()
         return run
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every key as plain JSON values (sequences as lists), in the shape of the config file."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
 
     def validate(self) -> None:
         """The rules across groups."""

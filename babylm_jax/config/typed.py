@@ -97,3 +97,17 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
 
 def _name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def defaults(cls: type, prefix: str = "") -> dict[str, Any]:
+    """{"a.b": default} of every field of `cls` (and of its nested groups) that has a default."""
+    found: dict[str, Any] = {}
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[field.name]):
+            found.update(defaults(hints[field.name], f"{prefix}{field.name}."))
+        elif field.default is not dataclasses.MISSING:
+            found[prefix + field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            found[prefix + field.name] = field.default_factory()
+    return found

@@ -21,8 +21,6 @@ import secrets
 import time
 from typing import Any, Mapping, Protocol, Sequence
 
-import ml_collections
-
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, atomic_write_json
 
@@ -31,23 +29,46 @@ EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # writer -> its packa
 WANDB_MODES = ("online", "offline", "disabled")
 
 
-def chosen_writers(train: ml_collections.ConfigDict) -> tuple[str, ...]:
-    """`train.writers` checked (known names, packages installed), "jsonl" first; a run made before
-    the key existed writes metrics.jsonl only."""
-    names = train.get("writers", ("jsonl",))
+class WandbSettings(Protocol):
+    """`train.wandb.*` (config.train.WandbConfig)."""
+
+    project: str
+    entity: str
+    name: str
+    group: str
+    tags: Sequence[str]
+    mode: str
+
+
+class LogDir(Protocol):
+    """`train.tensorboard.*` (config.train.TensorBoardConfig)."""
+
+    logdir: str
+
+
+class WriterSettings(Protocol):
+    """The `train.*` settings of the writers (config.train.TrainConfig has them)."""
+
+    writers: Sequence[str]
+    tensorboard: LogDir
+    wandb: WandbSettings
+
+
+def chosen_writers(names: Sequence[str]) -> tuple[str, ...]:
+    """`train.writers` (names of WRITERS, checked by the schema, config.train) with their packages
+    checked installed, "jsonl" first."""
     for name in names:
-        if name not in WRITERS:
-            raise ValueError(f"config key train.writers: unknown writer {name!r} (choose from {', '.join(WRITERS)})")
         if name in EXTRAS and importlib.util.find_spec(EXTRAS[name]) is None:
             raise ImportError(f"config key train.writers: {name!r} needs the {EXTRAS[name]} package; "
                               f"install it with: pip install -e \".[{EXTRAS[name]}]\"")
     return ("jsonl", *[n for n in dict.fromkeys(names) if n != "jsonl"])
 
 
-def check_wandb_login(train: ml_collections.ConfigDict) -> None:
-    """For an online W&B run: ValueError, before any work, when W&B finds no API key (wandb.init
-    would raise it after the data is prepared). At a terminal W&B asks for the key itself."""
-    if "wandb" not in chosen_writers(train) or train.wandb.mode != "online":
+def check_wandb_login(names: Sequence[str], mode: str) -> None:
+    """For an online W&B run (`train.writers` `names`, `train.wandb.mode`): ValueError, before any work,
+    when W&B finds no API key (wandb.init would raise it after the data is prepared). At a terminal
+    W&B asks for the key itself."""
+    if "wandb" not in chosen_writers(names) or mode != "online":
         return
     import wandb
 
@@ -161,7 +182,7 @@ def trim_events(logdir: str, last_step: int) -> None:
 class WandbWriter:
     """One W&B run per workdir; its id and the last step it holds live in `wandb_run.json`."""
 
-    def __init__(self, workdir: str, settings: ml_collections.ConfigDict, config: Mapping[str, Any] | None):
+    def __init__(self, workdir: str, settings: WandbSettings, config: Mapping[str, Any] | None):
         import wandb
 
         self._state_path = os.path.join(workdir, rundir.WANDB_RUN)
@@ -170,7 +191,7 @@ class WandbWriter:
         self._state = state
         self._run = wandb.init(
             project=settings.project, entity=settings.entity or None, name=settings.name or os.path.basename(workdir),
-            group=settings.get("group") or None, tags=list(settings.tags), mode=settings.mode, id=state["id"],
+            group=settings.group or None, tags=list(settings.tags), mode=settings.mode, id=state["id"],
             resume="allow", dir=os.environ.get("WANDB_DIR") or workdir,
             config=None if config is None else flat_config(config),
         )
@@ -243,28 +264,29 @@ class RunWriters:
         self.others = []
 
 
-def open_writers(jsonl: Any, workdir: str, config: ml_collections.ConfigDict, start_step: int) -> RunWriters:
-    """The writers `train.writers` names, opened for the run in `workdir` (none but jsonl's off process 0)."""
-    names = chosen_writers(config.train)
+def open_writers(jsonl: Any, workdir: str, train: WriterSettings, resolved: Mapping[str, Any],
+                 start_step: int) -> RunWriters:
+    """The writers `train.writers` names, opened for the run in `workdir` (none but jsonl's off process 0);
+    `resolved` is the run's whole config as plain values, sent as hyperparameters."""
+    names = chosen_writers(train.writers)
     if not jsonl.enabled:
         return RunWriters(jsonl, [])
-    resolved = json.loads(config.to_json_best_effort())
     others: list[Writer] = []
     if "tensorboard" in names:
-        logdir = config.train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD)
+        logdir = train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD)
         others.append(TensorBoardWriter(logdir, start_step, resolved if start_step == 0 else None))
     if "wandb" in names:
-        others.append(WandbWriter(workdir, config.train.wandb, resolved))
+        others.append(WandbWriter(workdir, train.wandb, resolved))
     return RunWriters(jsonl, others)
 
 
-def reopen_writers(workdir: str, config: ml_collections.ConfigDict) -> list[Writer]:
+def reopen_writers(workdir: str, train: WriterSettings) -> list[Writer]:
     """The TensorBoard folder and W&B run of a finished run, to add to (nothing is trimmed)."""
-    names = chosen_writers(config.train)
+    names = chosen_writers(train.writers)
     found: list[Writer] = []
     if "tensorboard" in names:
-        found.append(TensorBoardWriter(config.train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD),
+        found.append(TensorBoardWriter(train.tensorboard.logdir or os.path.join(workdir, rundir.TENSORBOARD),
                                        None, None))
     if "wandb" in names:
-        found.append(WandbWriter(workdir, config.train.wandb, None))
+        found.append(WandbWriter(workdir, train.wandb, None))
     return found

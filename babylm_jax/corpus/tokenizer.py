@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from babylm_jax.config.data import KINDS, PARTS_SETTING, REQUIRED_CHARACTERS
+from babylm_jax.config.data import PARTS_SETTING
 from babylm_jax.core.atomic import atomic_write_bytes
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.progress import elapsed
@@ -282,10 +282,9 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
     "corpus_cjk": every CJK Unified Ideograph in `counts` (the corpus); "cjk_basic": those and
     the whole basic block U+4E00-U+9FFF; "corpus_cjk_parts": corpus_cjk and the radical and parts
     of each of those hanzi and the 329 symbols of the radical blocks (`part_symbols`). All add
-    CHINESE_PUNCTUATION. Most frequent first, then by code point.
+    CHINESE_PUNCTUATION. Most frequent first, then by code point. `setting` is one of
+    config.data.REQUIRED_CHARACTERS (checked by `config.data`).
     """
-    if setting not in REQUIRED_CHARACTERS:
-        raise ValueError(f"data.tokenizer.required_characters must be one of {REQUIRED_CHARACTERS}, got {setting!r}")
     if not setting:
         return []
     chars = {c for c in counts if is_cjk_unified(c)} | set(CHINESE_PUNCTUATION)
@@ -317,11 +316,9 @@ def check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
 
 
 def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
-    """Trains `config.kind` ("unigram", "bpe", "char") on `texts`; every `required` character gets its own id."""
-    kind = config.kind
-    if kind not in KINDS:
-        raise ValueError(f"data.tokenizer.kind must be one of {KINDS}, got {kind!r}")
-    if kind == "char":
+    """Trains `config.kind` ("unigram", "bpe", "char"; checked by `config.data`) on `texts`; every
+    `required` character gets its own id."""
+    if config.kind == "char":
         return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
     return _train_sentencepiece(texts, config, vocab_size, required)
 

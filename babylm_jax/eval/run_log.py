@@ -10,28 +10,28 @@ from __future__ import annotations
 import pathlib
 from typing import Mapping, Sequence
 
-import ml_collections
-
+from babylm_jax.config.train import TrainConfig
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.core import writers
 
 
-def check_run(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:
+def check_run(workdir: pathlib.Path, train: TrainConfig) -> None:
     """Refuses `log_to_run` for a run that keeps no TensorBoard folder or W&B run."""
-    if writers.chosen_writers(config.train) == ("jsonl",):
+    if writers.chosen_writers(train.writers) == ("jsonl",):
         raise ValueError(
             f"--config.log_to_run=True: the run in {workdir} was trained with train.writers="
-            f"{tuple(config.train.get('writers', ('jsonl',)))}, so there is no TensorBoard folder or W&B run "
+            f"{train.writers}, so there is no TensorBoard folder or W&B run "
             "to log to; train with --config.train.writers='(\"jsonl\", \"tensorboard\")' (or \"wandb\")")
 
 
 class RunLog:
     """The run's writers, open for the whole evaluation."""
 
-    def __init__(self, workdir: pathlib.Path, config: ml_collections.ConfigDict):
-        check_run(workdir, config)
-        writers.check_wandb_login(config.train)
-        self.writers = writers.reopen_writers(str(workdir), config)
+    def __init__(self, workdir: pathlib.Path, train: TrainConfig):
+        """`train`: the run's `train.*` settings (its saved config's)."""
+        check_run(workdir, train)
+        writers.check_wandb_login(train.writers, train.wandb.mode)
+        self.writers = writers.reopen_writers(str(workdir), train)
 
     def checkpoint(self, step: int, words_seen: float, results: Mapping[str, TaskResult],
                    metrics: Mapping[str, str]) -> None:

@@ -21,11 +21,9 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from babylm_jax.config.train import AuxHeadsSettings
-from babylm_jax.config.typed import build
+from babylm_jax.config.train import TrainConfig
 from babylm_jax.corpus import hanzi_labels
 from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE
 
@@ -40,13 +38,10 @@ class AuxHeadsConfig:
     position: str = "target"
 
     @classmethod
-    def from_config(cls, train: ml_collections.ConfigDict, family: str = "causal") -> "AuxHeadsConfig | None":
-        """From `train.aux_heads` (absent in older runs: no heads), checked by its schema
-        (`config.train.AuxHeadsSettings`), "auto" resolved for the model `family`."""
-        section = train.get("aux_heads")
-        if section is None:
-            return None
-        settings = build(AuxHeadsSettings, section, "train.aux_heads.")
+    def from_config(cls, train: TrainConfig, family: str = "causal") -> "AuxHeadsConfig | None":
+        """From `train.aux_heads` (checked by its schema, `config.train.AuxHeadsSettings`), "auto"
+        resolved for the model `family`."""
+        settings = train.aux_heads
         weights = tuple((name, getattr(settings, name)) for name in FAMILIES if getattr(settings, name) > 0)
         return cls(weights, settings.position_for(family)) if weights else None
 
@@ -119,7 +114,7 @@ def step_metrics(sums: dict) -> dict:
     return out
 
 
-def build_objective(train: ml_collections.ConfigDict, pieces: list[str] | None, vocab_size: int,
+def build_objective(train: TrainConfig, pieces: list[str] | None, vocab_size: int,
                     family: str = "causal") -> AuxObjective | None:
     """The run's objective (None without heads); with `pieces` None the labels are left empty (shapes only)."""
     config = AuxHeadsConfig.from_config(train, family)
@@ -133,7 +128,7 @@ def build_objective(train: ml_collections.ConfigDict, pieces: list[str] | None, 
     return AuxObjective(config, sizes, table)
 
 
-def init_params(train: ml_collections.ConfigDict, d_model: int, rng: jax.Array) -> dict | None:
+def init_params(train: TrainConfig, d_model: int, rng: jax.Array) -> dict | None:
     """Fresh head parameters for `train.aux_heads` (None without heads)."""
     objective = build_objective(train, None, 1)
     return None if objective is None else objective.init(rng, d_model)

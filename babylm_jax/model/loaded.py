@@ -1,15 +1,14 @@
 """A trained model as evaluation and export use it: the run's config, model, params, tokenizer.
 
 `training.loading.load_for_eval` builds one from a workdir; the evaluation runners and
-the Hugging Face export read it. Imports only the model and data floors.
+the Hugging Face export read it. Imports only the config, model and data floors.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping
 
-import ml_collections
-
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
@@ -20,7 +19,7 @@ Params = Mapping[str, Any]  # the flax variables {"params": {...}}, host arrays
 class LoadedModel:
     """A trained model ready for evaluation or export, and where it came from."""
 
-    config: ml_collections.ConfigDict  # the run's config (config.json)
+    config: RunConfig  # the run's config (config.json), typed
     model: Transformer
     params: Params
     tokenizer: Tokenizer

@@ -20,10 +20,11 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from jax._src.lib import cuda_versions
 
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.train import MeshConfig
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
@@ -44,14 +45,14 @@ class Step:
     model: Any
 
 
-def masking_for(config: ml_collections.ConfigDict):
+def masking_for(config: RunConfig):
     """The run's MaskingConfig from the tokenizer's fixed special ids (no tokenizer needed)."""
     stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size,
                                      special_ids=tuple(range(len(SPECIAL_PIECES))))
-    return run.make_masking(config, stand_in)
+    return run.make_masking(config.data, stand_in)
 
 
-def abstract_batch(config: ml_collections.ConfigDict, sharding: Any = None) -> dict:
+def abstract_batch(config: RunConfig, sharding: Any = None) -> dict:
     """The train batch's shapes and dtypes, as the steps take them (`compiled.device_arrays`)."""
     shape = (config.train.batch_size, config.train.seq_len)
     keys = ["tokens", "segment_ids", "positions"] + (["word_starts"] if config.data.whole_word_masking else [])
@@ -59,10 +60,10 @@ def abstract_batch(config: ml_collections.ConfigDict, sharding: Any = None) -> d
     return batch
 
 
-def cuda_step(config: ml_collections.ConfigDict, length: int, device: Any = None) -> Step:
+def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     """The train step at rows of `length` for one CUDA GPU, on abstract inputs (placed on the
     compile-only `device` when given)."""
-    model = state.build_model(config, platform="cuda")
+    model = state.build_model(config.model, platform="cuda")
     optimizer = optim.make_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
@@ -107,15 +108,15 @@ def dump(dump_dir: str | None, name: str, text: str) -> str | None:
     return path
 
 
-def cuda_report(config: ml_collections.ConfigDict, gpu: str, dump_dir: str | None = None) -> tuple[list[str], bool]:
+def cuda_report(config: RunConfig, gpu: str, dump_dir: str | None = None) -> tuple[list[str], bool]:
     """The train step at every curriculum length lowered for CUDA (attention, largest tensors, dumps)
     and compiled for GPU `gpu` (memory against its HBM); the last line `aot: fits=...`."""
-    if state.build_model(config, platform="cuda").config.attention == "cudnn" and cuda_versions is None:
+    if state.build_model(config.model, platform="cuda").config.attention == "cudnn" and cuda_versions is None:
         raise ImportError('model.attention resolves to cudnn on CUDA, and tracing it needs cuDNN\'s libraries: '
                           'pip install -e ".[cuda12]" (no GPU needed)')
     device, hbm = gpu_targets.cuda_device(gpu), gpu_targets.memory_bytes(gpu)
     lines, worst = [], (0, 0)
-    for length in compiled.curriculum_lengths(config, 0, config.train.num_steps):
+    for length in compiled.curriculum_lengths(config.train, 0, config.train.num_steps):
         step = cuda_step(config, length, device)
         start = time.perf_counter()
         lowered = step.jitted.trace(*step.args).lower(lowering_platforms=("cuda",))
@@ -146,9 +147,9 @@ def fits_lines(worst: tuple[int, int], hbm: int | None) -> list[str]:
     return lines + [f"aot: fits={'yes' if fits else 'no'} peak_gb={peak / 2**30:.2f} hbm_gb={hbm_gb:.2f}"]  # GiB
 
 
-def check_platform(platform: str | None, config: ml_collections.ConfigDict) -> str:
+def check_platform(platform: str | None, mesh: MeshConfig) -> str:
     """--platform, else the recipe's mesh.target; ValueError naming the option and the choices."""
-    chosen = platform or config.mesh.target
+    chosen = platform or mesh.target
     if not chosen:
         raise ValueError(f"--platform is required (one of {', '.join(PLATFORMS)}): the config names no mesh.target")
     if chosen not in PLATFORMS:
@@ -162,9 +163,9 @@ TPU_HBM_GB = {"TPU v5 lite": 16, "TPU v5e": 16, "TPU v5p": 95, "TPU v5": 95, "TP
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 
-def check_topology(topology: str | None, config: ml_collections.ConfigDict, platform: str) -> str:
+def check_topology(topology: str | None, mesh: MeshConfig, platform: str) -> str:
     """--topology, else the recipe's mesh.topology, else (cuda) an H100; ValueError naming the option."""
-    chosen = topology or config.mesh.topology or ("h100" if platform == "cuda" else "")
+    chosen = topology or mesh.topology or ("h100" if platform == "cuda" else "")
     if not chosen:
         raise ValueError("--topology is required for --platform=tpu (e.g. v5e:2x2, v5p:2x2x4): the config names no "
                          "mesh.topology")
@@ -210,11 +211,11 @@ def hbm_bytes(device_kind: str) -> int | None:
     return None
 
 
-def tpu_step(config: ml_collections.ConfigDict, devices: list, length: int) -> Step:
+def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     """The train step at rows of `length` sharded over `devices` as the recipe shards it."""
     mesh = sharding.make_mesh(config.mesh, devices)
     sharding.check_batch_size(config.train.batch_size, mesh)
-    model = state.build_model(config, platform="tpu")
+    model = state.build_model(config.model, platform="tpu")
     optimizer = optim.make_optimizer(config.train)
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
@@ -226,7 +227,7 @@ def tpu_step(config: ml_collections.ConfigDict, devices: list, length: int) -> S
     return Step(jitted, (abstract_state, abstract_batch(config, batch_sharding), rng), model)
 
 
-def step_tflops(config: ml_collections.ConfigDict, model: Any, length: int) -> float:
+def step_tflops(config: RunConfig, model: Any, length: int) -> float:
     """Training TFLOP of one step at rows of `length` (all devices), by training/metrics.py's convention."""
     share = metrics.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
     per_token = metrics.train_flops_per_token(model.config, length, metrics.causal_share(config), share)
@@ -238,7 +239,7 @@ def collectives(hlo_text: str) -> str:
     return ", ".join(f"{name} x{n}" for name, n in counts.items() if n) or "none"
 
 
-def tpu_report(config: ml_collections.ConfigDict, topology: str, dump_dir: str | None = None) -> tuple[list[str], bool]:
+def tpu_report(config: RunConfig, topology: str, dump_dir: str | None = None) -> tuple[list[str], bool]:
     """The train step at every curriculum length compiled for `topology`: per-chip memory against
     HBM, FLOPs and collectives; the last line `aot: fits=yes|no peak_gb=X hbm_gb=Y`."""
     devices = tpu_devices(topology)
@@ -247,7 +248,7 @@ def tpu_report(config: ml_collections.ConfigDict, topology: str, dump_dir: str |
     lines = [f"aot: tpu {topology}: {len(devices)} x {kind} ({compiled.size(hbm) if hbm else 'HBM unknown'} HBM each); "
              f"batch {config.train.batch_size} x {config.train.seq_len}, mesh.fsdp={config.mesh.fsdp}"]
     worst = (0, 0)
-    for length in compiled.curriculum_lengths(config, 0, config.train.num_steps):
+    for length in compiled.curriculum_lengths(config.train, 0, config.train.num_steps):
         step = tpu_step(config, devices, length)
         try:
             program = compiled.compile_program(f"rows of {length}", step.jitted, *step.args)

@@ -3,8 +3,8 @@ started on a CPU (refused unless asked for), or bf16 on a CPU (a notice)."""
 from __future__ import annotations
 
 import jax
-import ml_collections
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.training.state import build_model
@@ -12,18 +12,18 @@ from babylm_jax.training.state import build_model
 INSTALL = {"cuda": 'pip install -e ".[cuda12]"', "tpu": 'pip install -e ".[tpu]"'}
 
 
-def describe(config: ml_collections.ConfigDict) -> str:
+def describe(config: RunConfig) -> str:
     """JAX version, backend, devices and their kind, the attention and the loss chunks this run uses."""
     devices = jax.devices()
     platform = platform_of(jax.default_backend())
-    attention = build_model(config, platform).config.attention
+    attention = build_model(config.model, platform).config.attention
     chunk = objectives.loss_chunk(platform, config.model.vocab_size, config.train.loss_chunk)
     return (f"JAX {jax.__version__}, backend {jax.default_backend()}: {len(devices)} x {devices[0].device_kind}"
             f" ({jax.process_count()} process(es)); attention {attention}, loss chunks of {chunk} rows, "
             f"model.dtype {config.model.dtype}")
 
 
-def check_target(config: ml_collections.ConfigDict, allow_cpu: bool) -> str | None:
+def check_target(config: RunConfig, allow_cpu: bool) -> str | None:
     """None, or a one-line notice; ValueError when a recipe made for an accelerator (mesh.target)
     starts on a CPU backend without `allow_cpu`."""
     if jax.default_backend() != "cpu":

@@ -17,16 +17,17 @@ import time
 from typing import Any, Callable
 
 import jax
-import ml_collections
 
+from babylm_jax.config.train import TrainConfig
 from babylm_jax.training import sharding
 from babylm_jax.training.curricula import seq_len_at
 
-def curriculum_lengths(config: ml_collections.ConfigDict, first_step: int, last_step: int) -> list[int]:
+
+def curriculum_lengths(train: TrainConfig, first_step: int, last_step: int) -> list[int]:
     """The row lengths of steps first_step+1 .. last_step, in the order the run reaches them."""
     lengths: list[int] = []
     for step in range(first_step, last_step):
-        length = seq_len_at(config, step)
+        length = seq_len_at(train, step)
         if length not in lengths:
             lengths.append(length)
     return lengths

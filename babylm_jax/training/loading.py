@@ -55,10 +55,10 @@ def _restore_for_eval(root: str, step: int, target: TrainState) -> tuple[TrainSt
 
 def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = None,
                   checkpoints_at: str | None = None) -> LoadedModel:
-    """Loads a run's config, tokenizer and params (EMA params when the run kept them); the
+    """Loads a run's config (typed), tokenizer and params (EMA params when the run kept them); the
     checkpoints are in `checkpoints_at` (a remote workdir's URL), default in `workdir`."""
     workdir = os.path.abspath(workdir)
-    config = load_config(workdir)
+    config = load_config(workdir)  # the one place a run's saved config becomes a RunConfig
     tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
     if not os.path.isdir(tokenizer_dir):
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")

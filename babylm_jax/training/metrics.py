@@ -23,6 +23,7 @@ from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.core.families import family_spec
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import curricula
 from babylm_jax.training.peaks import device_peak_flops
 from babylm_jax.training.throughput import StepTimer
@@ -36,12 +37,12 @@ def matmul_params(c: ModelConfig) -> int:
     return c.num_layers * per_layer + head
 
 
-def causal_share(config) -> float:
+def causal_share(config: RunConfig) -> float:
     """The share of rows that attend causally: 1 (causal), 0 (mlm), train.hybrid_causal_share (hybrid)."""
     return family_spec(config.model.family).causal_share(config.train.hybrid_causal_share)
 
 
-def predicted_share(config, mask_rate: float) -> float:
+def predicted_share(config: RunConfig, mask_rate: float) -> float:
     """The share of positions a step projects to the vocabulary: every one (causal), the masked
     ones (mlm: `mask_rate`), or the causal rows' and the masked ones (hybrid)."""
     share = causal_share(config)
@@ -113,7 +114,7 @@ class StepLogger:
     LossNotFinite (a FloatingPointError) naming the step.
     """
 
-    def __init__(self, writer: MetricsWriter, model: ModelConfig, config: Any, log_every: int, last_step: int,
+    def __init__(self, writer: MetricsWriter, model: ModelConfig, config: RunConfig, log_every: int, last_step: int,
                  clock: Callable[[], float] = time.perf_counter):
         self.writer, self.model, self.config = writer, model, config
         self.log_every, self.last_step = log_every, last_step
@@ -130,7 +131,7 @@ class StepLogger:
 
     def step_flops(self, step: int) -> float:
         """Training FLOPs of `step` (1-based): its row length and mask rate."""
-        seq_len = curricula.seq_len_at(self.config, step - 1)
+        seq_len = curricula.seq_len_at(self.config.train, step - 1)
         predicted = predicted_share(self.config, float(curricula.mask_rate_at(self.config.train, step - 1)))
         return self.tokens_per_step * train_flops_per_token(self.model, seq_len, self.causal_share, predicted)
 

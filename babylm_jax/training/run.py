@@ -1,7 +1,7 @@
 """Setting up a training run: model, optimizer, data, mesh, state (fresh or restored), checkpointer.
 
-    run_config, model, mesh, optimizer = checked_parts(config)   # every config key checked, nothing touched yet
-    run = setup_run(config, run_config, place, model, mesh, optimizer)   # everything the loop needs
+    model, mesh, optimizer = checked_parts(config)   # config: the typed RunConfig; nothing touched yet
+    run = setup_run(config, place, model, mesh, optimizer)   # everything the loop needs
 
 `place` (core.remote.RunPlace) is where the run lives: a local workdir, or a remote one (gs://...)
 with this host's mirror of its files; process 0 prepares the data, the others open what it prepared.
@@ -12,11 +12,12 @@ import dataclasses
 from typing import Any
 
 import jax
-import ml_collections
 import optax
 from jax.experimental import multihost_utils
 
+from babylm_jax.config.data import DataConfig
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.train import AUX_HEADS, DistributedConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.prepare import open_prepared, prepare_corpus
 from babylm_jax.corpus import hanzi_labels, run_inputs
@@ -36,7 +37,7 @@ from babylm_jax.training.state import TrainState, sharded_init
 class Run:
     """A run ready to train: its parts, its state, and how far it has come."""
 
-    config: ml_collections.ConfigDict
+    config: RunConfig
     place: RunPlace
     is_main: bool
     model: Transformer
@@ -63,18 +64,17 @@ class Run:
             self.place.push()
 
 
-def make_masking(config: ml_collections.ConfigDict, tokenizer: Any) -> objectives.MaskingConfig:
+def make_masking(data: DataConfig, tokenizer: Any) -> objectives.MaskingConfig:
     return objectives.MaskingConfig(
         mask_id=tokenizer.mask_id,
         vocab_size=tokenizer.vocab_size,
         special_ids=tuple(tokenizer.special_ids),
-        whole_word=bool(config.data.whole_word_masking),
+        whole_word=data.whole_word_masking,
     )
 
 
-def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
-    dist = config.get("distributed")
-    if dist is None or not dist.initialize:
+def maybe_initialize_distributed(dist: DistributedConfig) -> None:
+    if not dist.initialize:
         return
     kwargs = {}
     if dist.coordinator_address:
@@ -87,12 +87,9 @@ def maybe_initialize_distributed(config: ml_collections.ConfigDict) -> None:
     jax.distributed.initialize(**kwargs)
 
 
-def checked_parts(
-    config: ml_collections.ConfigDict,
-) -> tuple[RunConfig, Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
-    """The typed config, model, mesh and optimizer of `config`, every key checked (`RunConfig`) before
-    the devices."""
-    run_config = RunConfig.from_config(config)
+def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
+    """The model, mesh and optimizer of the run, checked against the devices, the processes and the
+    writers' packages before any work."""
     model = Transformer(attention.for_platform(run_config.model, attention.platform_of(jax.default_backend())))
     devices = sharding.run_devices(run_config.mesh, jax.devices()) if jax.process_count() == 1 else None
     mesh = sharding.make_mesh(run_config.mesh, devices)
@@ -103,12 +100,12 @@ def checked_parts(
             f"config key train.batch_size={train.batch_size} must divide evenly over "
             f"{jax.process_count()} processes x train.grad_accum_steps={train.grad_accum_steps}"
         )
-    writers.chosen_writers(config.train)  # a writer whose package is missing: before any work
+    writers.chosen_writers(train.writers)  # a writer whose package is missing: before any work
     if jax.process_index() == 0:  # the process that writes: W&B's credentials
-        writers.check_wandb_login(config.train)
-    if aux_heads.AuxHeadsConfig.from_config(config.train) is not None:  # and the heads' keys and packages
+        writers.check_wandb_login(train.writers, train.wandb.mode)
+    if any(getattr(train.aux_heads, head) > 0 for head in AUX_HEADS):  # the heads' packages
         hanzi_labels.head_sizes()
-    return run_config, model, mesh, optim.make_optimizer(run_config.train)
+    return model, mesh, optim.make_optimizer(train)
 
 
 def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainData:
@@ -140,8 +137,8 @@ def _checked_inputs(run_config: RunConfig, place: RunPlace) -> tuple[dict[str, d
     return corpus, bool(checkpoint_steps(place.checkpoints_at)) and run_inputs.check_inputs(place.local, corpus)
 
 
-def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: RunPlace, model: Transformer,
-              mesh: jax.sharding.Mesh, optimizer: optax.GradientTransformation) -> Run:
+def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: jax.sharding.Mesh,
+              optimizer: optax.GradientTransformation) -> Run:
     """Builds the data, state and checkpointer of the run at `place`, resuming from its newest
     valid checkpoint if any; config.json (and at a first start inputs.json) is written once the run
     has restored or started."""
@@ -149,11 +146,11 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
     schedule_changes, corpus, recorded = {}, {}, True
     if is_main:
         place.pull()  # a run resumed on a fresh host: its config, metrics and data from the remote workdir
-        schedule_changes = check_config(place.local, config, place.checkpoints_at)
+        schedule_changes = check_config(place.local, run_config, place.checkpoints_at)
         corpus, recorded = _checked_inputs(run_config, place)
     data = _train_data(run_config, place, is_main)
-    init_unboxed, state_shardings, target = sharded_init(config, model, optimizer, mesh)
-    checkpointer = Checkpointer(place.checkpoints_at, config.checkpoint.max_to_keep)
+    init_unboxed, state_shardings, target = sharded_init(run_config, model, optimizer, mesh)
+    checkpointer = Checkpointer(place.checkpoints_at, run_config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
     restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1)
     if restored is not None:
@@ -164,17 +161,17 @@ def setup_run(config: ml_collections.ConfigDict, run_config: RunConfig, place: R
             if schedule_changes:
                 print(schedule_change_line(run_config.train, schedule_changes, start_step))
     else:
-        state = init_unboxed(jax.random.fold_in(jax.random.key(config.train.seed), 0))
+        state = init_unboxed(jax.random.fold_in(jax.random.key(run_config.train.seed), 0))
     if is_main:
         if not recorded:
             _record_inputs(place, corpus, resumed=restored is not None)
-        write_config(place.local, config)
+        write_config(place.local, run_config)
         metrics_lib.trim_metrics(place.local, start_step)
         place.push()
-    aux_objective = aux_heads.build_objective(
-        config.train, hanzi_labels.tokenizer_pieces(data.tokenizer), config.model.vocab_size, config.model.family)
-    return Run(config, place, is_main, model, optimizer, data, mesh, make_masking(config, data.tokenizer), state,
-               state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
+    aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),
+                                              run_config.model.vocab_size, run_config.model.family)
+    return Run(run_config, place, is_main, model, optimizer, data, mesh, make_masking(run_config.data, data.tokenizer),
+               state, state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
 
 
 def _record_inputs(place: RunPlace, corpus: dict[str, dict], resumed: bool) -> None:

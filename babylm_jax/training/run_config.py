@@ -1,9 +1,9 @@
 """The run's config in its workdir: config.json written once a run starts, and the keys a resume must keep.
 
-    changes = check_config(workdir, config)   # refuses, by key name, a config that cannot resume the checkpoints
-    print(schedule_change_line(train, changes, step))   # where train.allow_schedule_change let some through
-    write_config(workdir, config)   # after a successful restore or a fresh start
-    config = load_config(workdir)
+    changes = check_config(workdir, run)   # refuses, by key name, a config that cannot resume the checkpoints
+    print(schedule_change_line(run.train, changes, step))   # where train.allow_schedule_change let some through
+    write_config(workdir, run)   # after a successful restore or a fresh start
+    run = load_config(workdir)   # the saved config, typed (RunConfig)
 """
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import json
 import os
 from typing import Any
 
-import ml_collections
 from etils import epath
 
-from babylm_jax.config.train import AUX_HEADS, TrainConfig
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.typed import defaults
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
@@ -26,8 +27,8 @@ from babylm_jax.training.checkpoint import CheckpointError
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
                "train.aux_heads")
-# Values of resume keys that runs made before the key existed had (no auxiliary heads).
-RESUME_DEFAULTS = {**{f"train.aux_heads.{name}": 0.0 for name in AUX_HEADS}, "train.aux_heads.position": "auto"}
+# Values of keys that runs made before the key existed had: the schema's defaults (no auxiliary heads).
+RESUME_DEFAULTS = defaults(RunConfig)
 # Keys that shape the learning-rate, masking and sequence-length schedules over the run's steps:
 # changing them mid-run bends the schedule, so resuming refuses it unless train.allow_schedule_change.
 LR_KEYS = ("train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
@@ -66,12 +67,13 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
     return None
 
 
-def check_config(workdir: str, config: ml_collections.ConfigDict,
-                 checkpoints_at: str | None = None) -> dict[str, tuple[Any, Any]]:
+def check_config(workdir: str, run: RunConfig, checkpoints_at: str | None = None) -> dict[str, tuple[Any, Any]]:
     """Where the workdir holds checkpoints (in `checkpoints_at`, default `workdir`), refuses a config
     that cannot resume them, by key name; returns the schedule keys it changes, key -> (old, new).
 
     Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
+    The saved config is compared key by key as saved (not typed): a run of an older version, whose
+    keys the schema no longer takes, is refused by the key that differs.
     """
     if not checkpoint_steps(checkpoints_at or workdir):
         return {}
@@ -79,8 +81,8 @@ def check_config(workdir: str, config: ml_collections.ConfigDict,
     if found is None:
         return {}  # checkpoints of an older version without a config copy: the restore checks shapes
     saved, source = found
-    old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
-    allow_schedule = bool(config.train.get("allow_schedule_change", False))
+    old, new = _flatten(saved), _flatten(run.to_dict())
+    allow_schedule = run.train.allow_schedule_change
     changed = {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
                if _normal(old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key)))}
     for key, (was, now) in changed.items():
@@ -116,16 +118,20 @@ def _normal(value: Any) -> Any:
     return [_normal(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+def write_config(workdir: str, run: RunConfig) -> None:
     """Saves the config as the run's config.json (after `check_config` and a successful restore)."""
-    atomic_write_json(os.path.join(workdir, rundir.CONFIG), json.loads(config.to_json_best_effort()))
+    atomic_write_json(os.path.join(workdir, rundir.CONFIG), run.to_dict())
 
 
-def load_config(workdir: str) -> ml_collections.ConfigDict:
+def load_config(workdir: str) -> RunConfig:
+    """The run's config.json, typed; ValueError names the file and the bad key."""
     path = os.path.join(workdir, rundir.CONFIG)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
     saved = read_json(path, "restore the run's config.json (train writes it at the start)")
     if not isinstance(saved, dict):
         raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
-    return ml_collections.ConfigDict(saved)
+    try:
+        return RunConfig.from_config(saved)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None

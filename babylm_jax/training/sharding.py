@@ -10,7 +10,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import ml_collections
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -32,16 +31,16 @@ def logical_axis_rules(fsdp: bool) -> tuple[tuple[str, Any], ...]:
     )
 
 
-def make_mesh(mesh_config: MeshConfig | ml_collections.ConfigDict, devices: list | None = None) -> Mesh:
-    """A (data, fsdp) mesh over all devices; `mesh.fsdp` devices per FSDP group."""
+def make_mesh(mesh_config: MeshConfig, devices: list | None = None) -> Mesh:
+    """A (data, fsdp) mesh over all devices; `mesh.fsdp` devices per FSDP group (>= 1: the schema)."""
     devices = list(jax.devices() if devices is None else devices)
     fsdp = mesh_config.fsdp
-    if fsdp < 1 or len(devices) % fsdp:
-        raise ValueError(f"config key mesh.fsdp={fsdp} must be >= 1 and divide the {len(devices)} devices")
+    if len(devices) % fsdp:
+        raise ValueError(f"config key mesh.fsdp={fsdp} must divide the {len(devices)} devices")
     return Mesh(np.asarray(devices).reshape(len(devices) // fsdp, fsdp), BATCH_AXES)
 
 
-def run_devices(mesh_config: MeshConfig | ml_collections.ConfigDict, available: list) -> list:
+def run_devices(mesh_config: MeshConfig, available: list) -> list:
     """The devices a single-process run uses: the first `mesh.num_devices` (0 = all), checked."""
     wanted = mesh_config.num_devices
     if not 0 <= wanted <= len(available):
@@ -51,9 +50,7 @@ def run_devices(mesh_config: MeshConfig | ml_collections.ConfigDict, available: 
 
 
 def check_batch_size(batch_size: int, mesh: Mesh) -> None:
-    """The global batch must be positive and split evenly over the mesh's data-parallel devices."""
-    if batch_size <= 0:
-        raise ValueError(f"config key train.batch_size={batch_size} must be positive")
+    """The global batch (>= 1: the schema) must split evenly over the mesh's data-parallel devices."""
     if batch_size % mesh.size:
         multiple = -(-batch_size // mesh.size) * mesh.size
         raise ValueError(f"config key train.batch_size={batch_size} must be a multiple of the {mesh.size} "

@@ -7,9 +7,9 @@ import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
 
+from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import attention, aux_heads
 from babylm_jax.model.transformer import Transformer
@@ -24,16 +24,15 @@ class TrainState:
     ema_params: Any  # None when train.ema_decay == 0
 
 
-def build_model(config: ml_collections.ConfigDict, platform: str | None = None, strict: bool = True) -> Transformer:
-    """The Transformer described by `config.model`, every key of the run's config checked (`RunConfig`)
-    and model.attention resolved for `platform` (default: the running backend's; `strict`: see
-    `attention.for_platform`)."""
+def build_model(model: ModelConfig, platform: str | None = None, strict: bool = True) -> Transformer:
+    """The Transformer of `model` (the run's `model.*`), model.attention resolved for `platform`
+    (default: the running backend's; `strict`: see `attention.for_platform`)."""
     platform = platform or attention.platform_of(jax.default_backend())
-    return Transformer(attention.for_platform(RunConfig.from_config(config).model, platform, strict))
+    return Transformer(attention.for_platform(model, platform, strict))
 
 
 def boxed_init_fn(
-    config: ml_collections.ConfigDict, model: Transformer, optimizer: optax.GradientTransformation
+    config: RunConfig, model: Transformer, optimizer: optax.GradientTransformation
 ) -> Callable[[jax.Array], TrainState]:
     """A function rng -> TrainState whose params keep their logical-partitioning boxes."""
 
@@ -49,16 +48,16 @@ def boxed_init_fn(
     return init
 
 
-def abstract_state(config: ml_collections.ConfigDict) -> tuple[TrainState, Transformer]:
+def abstract_state(config: RunConfig) -> tuple[TrainState, Transformer]:
     """Shapes and dtypes of the (unboxed) train state, without allocating it; the model for evaluating
     it here (a run trained with model.attention="cudnn" loads on a CPU with the attention "auto" takes)."""
-    model = build_model(config, strict=False)
+    model = build_model(config.model, strict=False)
     init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
     return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
 
 
 def sharded_init(
-    config: ml_collections.ConfigDict, model: Transformer, optimizer: optax.GradientTransformation, mesh
+    config: RunConfig, model: Transformer, optimizer: optax.GradientTransformation, mesh
 ) -> tuple[Callable[[jax.Array], TrainState], Any, TrainState]:
     """(jitted rng -> unboxed TrainState laid out on `mesh`, its shardings, its sharded shapes)."""
     init = boxed_init_fn(config, model, optimizer)

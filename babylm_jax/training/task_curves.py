@@ -1,6 +1,6 @@
 """Task scores during training: a fixed, paradigm-balanced sample of each minimal-pair task.
 
-    curves = TaskCurves.from_config(config, tokenizer, model)   # None when off or no data
+    curves = TaskCurves.from_config(config.train, tokenizer, model, params)   # None when off or no data
     scores = curves.score(params)                               # {"zhoblimp": 0.61, ...}
 
 `train.eval_tasks` names the tasks (comma-separated minimal-pair tasks; "" = off),
@@ -18,10 +18,10 @@ import os
 from typing import Any, Sequence
 
 import jax
-import ml_collections
 import numpy as np
 from jax.experimental import multihost_utils
 
+from babylm_jax.config.train import TrainConfig
 from babylm_jax.core.families import family_spec
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks
@@ -57,8 +57,8 @@ def _fitting(pairs: list[minimal_pairs.Pair], tokenizer: Any, model: Transformer
     return kept
 
 
-def _task_names(config: ml_collections.ConfigDict) -> list[str]:
-    names = [n.strip() for n in str(config.train.eval_tasks).split(",") if n.strip()]
+def _task_names(train: TrainConfig) -> list[str]:
+    names = [n.strip() for n in train.eval_tasks.split(",") if n.strip()]
     for name in names:
         spec = tasks.TASKS.get(name)
         if spec is None or spec.track != "zero_shot":
@@ -67,8 +67,8 @@ def _task_names(config: ml_collections.ConfigDict) -> list[str]:
     return names
 
 
-def _data_dir(config: ml_collections.ConfigDict) -> str | None:
-    return str(config.train.eval_data_dir) or os.environ.get("BABYLM_DATA_DIR") or None
+def _data_dir(train: TrainConfig) -> str | None:
+    return train.eval_data_dir or os.environ.get("BABYLM_DATA_DIR") or None
 
 
 class TaskCurves:
@@ -81,13 +81,13 @@ class TaskCurves:
 
     @classmethod
     def from_config(
-        cls, config: ml_collections.ConfigDict, tokenizer: Any, model: Transformer, params: Any
+        cls, train: TrainConfig, tokenizer: Any, model: Transformer, params: Any
     ) -> "TaskCurves | None":
         """The curves `train.eval_tasks` asks for; None when off (or no data directory, with a notice)."""
-        names = _task_names(config)
+        names = _task_names(train)
         if not names:
             return None
-        data_dir = _data_dir(config)
+        data_dir = _data_dir(train)
         if data_dir is None:
             print("[train] task curves off: train.eval_tasks needs train.eval_data_dir or $BABYLM_DATA_DIR")
             return None
@@ -96,7 +96,7 @@ class TaskCurves:
             spec = tasks.get_task(name)
             files = spec.find_files(data_dir)  # FileNotFoundError names the task and the folder
             pairs = minimal_pairs.read_pairs(files, spec.pair_format)
-            sample = _fitting(sample_by_uid(pairs, int(config.train.eval_task_items)), tokenizer, model, name)
+            sample = _fitting(sample_by_uid(pairs, train.eval_task_items), tokenizer, model, name)
             samples[name] = TaskSample(sample, spec.unk_is_wrong)
         return cls(samples, tokenizer, model, params)
 

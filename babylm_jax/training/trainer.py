@@ -1,6 +1,6 @@
 """The pretraining loop: the jitted train and eval steps, and `train_and_evaluate`.
 
-    summary = train_and_evaluate(config, workdir)
+    summary = train_and_evaluate(RunConfig.from_config(config), workdir)   # the command builds the RunConfig
 
 Running it again on the same workdir resumes from the latest checkpoint (state and data
 iterator) and continues the identical trajectory. The parts of a run live beside it:
@@ -20,11 +20,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
 from etils import epath
 from tqdm import tqdm
 
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.train import MeshConfig
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
@@ -55,12 +56,12 @@ def reshape_rows(batch: dict, length: int) -> dict:
     return out
 
 
-def row_groups(config: ml_collections.ConfigDict) -> int:
+def row_groups(mesh: MeshConfig) -> int:
     """The devices a batch's rows are split over (`sharding.batch_sharding`): the loss gathers
     and projects each device's rows on that device (`objectives.compute_loss`)."""
     if jax.process_count() > 1:
         return jax.device_count()
-    return len(sharding.run_devices(config.mesh, jax.devices()))
+    return len(sharding.run_devices(mesh, jax.devices()))
 
 
 def step_platform(platform: str | None = None) -> str:
@@ -68,7 +69,7 @@ def step_platform(platform: str | None = None) -> str:
     return platform or platform_of(jax.default_backend())
 
 
-def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optimizer, masking, length: int,
+def make_train_step(config: RunConfig, model: Transformer, optimizer, masking, length: int,
                     platform: str | None = None, groups: int | None = None,
                     aux_objective: aux_heads.AuxObjective | None = None):
     """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation, for
@@ -78,7 +79,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: Transformer, optim
     schedule = optim.make_schedule(train)
     accum = train.grad_accum_steps
     deterministic = config.model.dropout == 0.0
-    groups = groups or row_groups(config)
+    groups = groups or row_groups(config.mesh)
     chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk)
 
     def loss_fn(params, micro, rng, step):
@@ -140,10 +141,10 @@ def apply_update(state: TrainState, grads: Any, optimizer: optax.GradientTransfo
     return TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
 
 
-def make_eval_step(config: ml_collections.ConfigDict, model: Transformer, masking, platform: str | None = None,
+def make_eval_step(config: RunConfig, model: Transformer, masking, platform: str | None = None,
                    groups: int | None = None):
     """(params, batch) -> (summed loss, predicted tokens) with fixed masking randomness."""
-    groups = groups or row_groups(config)
+    groups = groups or row_groups(config.mesh)
     chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, config.train.loss_chunk)
 
     def eval_step(params, batch):
@@ -173,7 +174,7 @@ def eval_params(state: TrainState) -> Any:
     return state.ema_params if state.ema_params is not None else state.params
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | None = None) -> dict:
+def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None = None) -> dict:
     """Trains (or resumes) the run in `workdir`; returns the end-of-run summary.
 
     `stop_at_step` ends this invocation early (after a checkpoint at that step) without
@@ -181,9 +182,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
     SIGTERM or SIGINT ends it the same way after the current step (`preemption`), raising
     `preemption.Stopped` once the checkpoint is written.
     """
-    maybe_initialize_distributed(config)
+    maybe_initialize_distributed(config.distributed)
     place = RunPlace.reached(workdir)
-    run_config, model, mesh, optimizer = checked_parts(config)  # config errors before the workdir is touched
+    model, mesh, optimizer = checked_parts(config)  # errors before the workdir is touched
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock
     # (on a remote workdir, the lock of its mirror on process 0's host).
     is_main = jax.process_index() == 0
@@ -192,7 +193,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, stop_at_
             print(f"{place.workdir}: a remote workdir holds no lock, so process 0 owns the run and nothing refuses "
                   f"a second run on it; this host's copy of its files: {place.local}", flush=True)
         with StopSignals() as stop:
-            run = setup_run(config, run_config, place, model, mesh, optimizer)
+            run = setup_run(config, place, model, mesh, optimizer)
             stop.defer()  # from here a signal ends the run at the end of its current step
             return _train(run, stop_at_step, stop)
 
@@ -207,8 +208,8 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             print(f"{run.workdir} is already at step {run.start_step}; nothing to train (to go on, raise "
                   "train.num_steps with train.allow_schedule_change=True)")
         return {"steps": run.start_step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen}
-    writer = writers.open_writers(metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main), run.workdir, config,
-                                  run.start_step)
+    writer = writers.open_writers(metrics_lib.MetricsWriter(run.workdir, enabled=run.is_main), run.workdir,
+                                  config.train, config.to_dict(), run.start_step)
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
     step_rng = jax.random.fold_in(jax.random.key(config.train.seed), 1)
     run_start = time.perf_counter()
@@ -225,7 +226,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
             run.words_seen += float(local["batch_words"])  # the global batch's: no exchange between hosts
             run.tokens_seen += logger.tokens_per_step
             batch = sharding.global_batch(device_arrays(local), run.mesh)
-            run.state, step_metrics = programs.train(seq_len_at(config, step - 1))(run.state, batch, step_rng)
+            run.state, step_metrics = programs.train(seq_len_at(config.train, step - 1))(run.state, batch, step_rng)
             _show(progress, logger.step_done(step, step_metrics, run.words_seen))
             progress.update(1)
             _evaluate_and_save(run, step, last_step, logger, evaluator, milestones, progress)
@@ -303,7 +304,8 @@ def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: in
     eval_batches = [sharding.global_batch(device_arrays(b), run.mesh)
                     for b in run.data.eval_batches[: run.config.train.eval_batches]]
     lines = programs.compile_all(sharding.global_batch(device_arrays(first_local), run.mesh), eval_batches,
-                                 curriculum_lengths(run.config, run.start_step, last_step), rng, eval_params(run.state))
+                                 curriculum_lengths(run.config.train, run.start_step, last_step), rng,
+                                 eval_params(run.state))
     if run.is_main:
         print("\n".join(lines), flush=True)
     return programs
@@ -316,7 +318,7 @@ class RunEvaluator:
         self.run, self.writer = run, writer
         self.eval_step = lambda params, batch: programs.eval(batch)(params, batch)
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]
-        self.curves = TaskCurves.from_config(run.config, run.data.tokenizer, run.model, eval_params(run.state))
+        self.curves = TaskCurves.from_config(run.config.train, run.data.tokenizer, run.model, eval_params(run.state))
         self.last_loss, self.last_scores, self.task_seconds = math.nan, {}, 0.0
 
     def evaluate(self, step: int, at: str, with_loss: bool = True) -> str:
@@ -348,7 +350,7 @@ def _save(run: Run, logger: metrics_lib.StepLogger, step: int, milestone: bool =
     """Checkpoints `step`, logging it first: each step in metrics.jsonl once, and no NaN state saved."""
     logger.flush()
     meta = {"step": step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen,
-            "config": json.loads(run.config.to_json_best_effort())}
+            "config": run.config.to_dict()}
     run.checkpointer.save(step, run.state, run.data.train_iterator, meta, milestone=milestone)
     logger.writer.flush()
     run.push()  # metrics and event files up to this checkpoint, to a remote workdir

@@ -44,12 +44,12 @@ import types
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
+from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, optim, peaks, run, sharding, state as state_lib, trainer  # noqa: E402
@@ -58,10 +58,11 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
 
 
-def load_config(path: str, overrides: list[str]) -> ml_collections.ConfigDict:
-    """`get_config()` of a config file (a path, or relative to the repository) with `--config.a.b=v` overrides."""
+def load_config(path: str, overrides: list[str]) -> RunConfig:
+    """`get_config()` of a config file (a path, or relative to the repository) with `--config.a.b=v` overrides,
+    typed."""
     file = pathlib.Path(path) if pathlib.Path(path).is_file() else REPO / path
-    return cli.load_config(str(file), overrides)
+    return RunConfig.from_config(cli.load_config(str(file), overrides))
 
 
 def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
@@ -83,15 +84,15 @@ def random_batch(rng: np.random.Generator, batch_size: int, seq_len: int, vocab_
 class Bench:
     """One config's train step, compiled ahead of time from abstract shapes; `start` allocates."""
 
-    def __init__(self, path: str, config: ml_collections.ConfigDict, length: int, seed: int):
+    def __init__(self, path: str, config: RunConfig, length: int, seed: int):
         self.path, self.config, self.length, self.seed = path, config, length, seed
-        model = state_lib.build_model(config)
+        model = state_lib.build_model(config.model)
         self.model_config = model.config
         optimizer = optim.make_optimizer(config.train)
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
-        masking = run.make_masking(config, stand_in)
+        masking = run.make_masking(config.data, stand_in)
 
         self.init, state_shardings, abstract_state = state_lib.sharded_init(config, model, optimizer, self.mesh)
         self.num_params = count_params(abstract_state.params)

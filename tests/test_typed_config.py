@@ -1,0 +1,124 @@
+"""The typed config end to end: the commands build `RunConfig` once, everything below takes it.
+
+- no function parameter or field below the command modules is a ConfigDict, and only config/ and
+  the commands import ml_collections (an ast scan of the package, as test_layers.py scans imports);
+- `RunConfig.from_config` runs in the commands and where a run's saved config is read back;
+- a bad schedule, optimizer or tokenizer kind is one error line naming the key, before any work;
+- a run's config round-trips through config.json; a resume takes a key the saved config lacks
+  as the schema's default.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+
+import pytest
+from conftest import tiny_config
+from fixtures.cli import user_error
+from fixtures.run import make_run
+
+from babylm_jax import prepare, train
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.training import run_config
+from babylm_jax.training.checkpoint import CheckpointError
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
+# The evaluate command's own settings: EvalSettings.from_config is their schema's constructor, as
+# RunConfig.from_config is the run's; it lives in eval/ because its rules read eval's task tables.
+EVAL_SCHEMA = "eval/settings.py"
+# Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.
+BUILDERS = {"train.py", "aot.py", "prepare.py", "training/run_config.py"}
+
+
+def below_the_commands() -> dict[str, ast.Module]:
+    """Path (relative to the package) -> parsed module, for every module outside config/ and the commands."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if len(relative.parts) > 1 and relative.parts[0] != "config":
+            modules[relative.as_posix()] = ast.parse(path.read_text(), str(path))
+    return modules
+
+
+def config_dict_annotations(tree: ast.Module) -> list[str]:
+    """`function(parameter)` and `field` names annotated with a ConfigDict in `tree`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            found += [f"{node.name}({a.arg})" for a in arguments if a.annotation is not None
+                      and "ConfigDict" in ast.unparse(a.annotation)]
+        elif isinstance(node, ast.AnnAssign) and "ConfigDict" in ast.unparse(node.annotation):
+            found.append(ast.unparse(node.target))
+    return found
+
+
+def test_the_scan_finds_a_config_dict_parameter_and_field():
+    tree = ast.parse("import ml_collections\n\ndef f(a: int, config: ml_collections.ConfigDict): ...\n\n"
+                     "class Run:\n    config: 'ConfigDict'\n")
+    assert config_dict_annotations(tree) == ["f(config)", "config"]
+
+
+def test_no_config_dict_parameter_or_field_below_the_commands():
+    found = {path: names for path, tree in below_the_commands().items()
+             if (names := config_dict_annotations(tree)) and path != EVAL_SCHEMA}
+    assert not found, f"take RunConfig or its part (config.schema), not a ConfigDict: {found}"
+    assert config_dict_annotations(below_the_commands()[EVAL_SCHEMA]) == ["from_config(config)"]
+
+
+def test_only_config_and_the_commands_import_ml_collections():
+    importers = sorted(path for path, tree in below_the_commands().items() for node in ast.walk(tree)
+                       if isinstance(node, (ast.Import, ast.ImportFrom)) and "ml_collections" in ast.unparse(node))
+    assert importers == [EVAL_SCHEMA]
+
+
+def test_run_config_is_built_by_the_commands_and_where_a_saved_config_is_read():
+    callers = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RunConfig.from_config"):
+                callers.add(path.relative_to(PACKAGE).as_posix())
+    assert callers == BUILDERS
+
+
+@pytest.mark.parametrize("command, override, message", [
+    (train, "--config.train.schedule=linear", "config key train.schedule='linear': must be one of ('cosine', 'wsd')"),
+    (train, "--config.train.optimizer=sgd", "config key train.optimizer='sgd': must be one of ('adamw', 'lamb')"),
+    (train, "--config.data.tokenizer.kind=wordpiece",
+     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char')"),
+    (prepare, "--config.data.tokenizer.kind=wordpiece",
+     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char')"),
+])
+def test_a_bad_schedule_optimizer_or_tokenizer_is_one_line_naming_the_key(capsys, tmp_path, command, override,
+                                                                         message):
+    workdir = tmp_path / "run"
+    line = user_error(capsys, command, [command.COMMAND.name, "--config=configs/base.py", f"--workdir={workdir}",
+                                        override])
+    assert line == f"{command.COMMAND.name}: error: {message}"
+    assert not workdir.exists()  # refused before the workdir is made
+
+
+def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path):
+    config = RunConfig.from_config(tiny_config(tiny_corpus_dir))
+    run_config.write_config(str(tmp_path), config)
+    assert run_config.load_config(str(tmp_path)) == config
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["train"]["optimizer"] = "sgd"
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"config.json: config key train.optimizer='sgd': must be one of"):
+        run_config.load_config(str(tmp_path))
+
+
+def test_a_resume_takes_a_key_the_saved_config_lacks_as_its_schema_default(tmp_path):
+    make_run(tmp_path / "run")  # config.json and a checkpoint
+    path = tmp_path / "run" / "config.json"
+    config = run_config.load_config(str(tmp_path / "run"))
+    saved = json.loads(path.read_text())
+    del saved["model"]["residual_dtype"], saved["train"]["aux_heads"]  # keys a run of an older version lacks
+    path.write_text(json.dumps(saved))
+    assert run_config.check_config(str(tmp_path / "run"), config) == {}
+    saved["model"]["d_model"] = 32  # a key that must match
+    path.write_text(json.dumps(saved))
+    with pytest.raises(CheckpointError, match="config key model.d_model=32"):
+        run_config.check_config(str(tmp_path / "run"), config)
