@@ -33,7 +33,9 @@ def fast() -> segmenter.FastJieba:
 
 def _random_texts(count: int, seed: int) -> list[str]:
     """Texts mixing dictionary words, unknown characters, letters, digits, `+#&._%-`, spaces and punctuation."""
-    jieba = segmenter.init_jieba()
+    words.init_jieba()
+    import jieba
+
     rng = random.Random(seed)
     dictionary = [w for w, f in itertools.islice(jieba.dt.FREQ.items(), 0, 400_000, 97) if f]
     pieces = [lambda: rng.choice(dictionary), lambda: chr(rng.randint(0x4E00, 0x9FD5)),

@@ -64,7 +64,7 @@ class _ShardCounts:
     char_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     raw_words: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     dropped_lines: int = 0
-    checks: dict = dataclasses.field(default_factory=dict)
+    checked: int = 0  # documents also cut by jieba.cut
 
 
 def _count_documents(raw: list[tuple[int, str]], normalize: Callable[[str], str], line_filter,
@@ -87,7 +87,7 @@ def _count_documents(raw: list[tuple[int, str]], normalize: Callable[[str], str]
                 logging.warning("the faster segmenter cut a document differently from jieba.cut (it starts %r); "
                                 "counting its shard with jieba.cut", raw_text[:30])
                 return None
-            counts.checks["checked"] = counts.checks.get("checked", 0) + 1
+            counts.checked += 1
         counts.raw_words[source] += raw_count
         if not kept:
             continue
@@ -108,7 +108,7 @@ def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[s
     if counts is None:
         name = "jieba.cut (the faster segmenter differed on a checked document)"
         counts = _count_documents(raw, normalize, line_filter, _jieba_lengths, 0)
-    counts.checks["counter"] = name
+    checks = {"counter": name, **({"checked": counts.checked} if counts.checked else {})}
     final = pathlib.Path(out_dir)
     with atomic_dir(final) as tmp:
         (tmp / "texts.json").write_text(json.dumps(counts.texts, ensure_ascii=False))
@@ -121,7 +121,7 @@ def count_shard(out_dir: str, raw: list[tuple[int, str]], normalize: Callable[[s
         (tmp / "char_counts.json").write_text(json.dumps(counts.char_counts, ensure_ascii=False))
         (tmp / "dropped_lines.json").write_text(json.dumps(counts.dropped_lines))
         (tmp / "raw_words.json").write_text(json.dumps(counts.raw_words))
-        (tmp / "checks.json").write_text(json.dumps(counts.checks))
+        (tmp / "checks.json").write_text(json.dumps(checks))
     return out_dir
 
 

@@ -3,33 +3,35 @@
 `jieba.cut(text)` splits the text into blocks with jieba's own regular expressions and cuts each
 block on its own (`__cut_DAG`): the best route through the dictionary's word graph, then every run of
 single characters that is not itself a dictionary word goes through jieba's HMM (`finalseg.cut`).
-This module keeps that structure and jieba's code for all of it but one part: the route of a block of
-CJK characters only (U+4E00-U+9FD5) comes from rjieba (jieba-rs, the same dictionary and the same
-route rule) with its HMM off. Blocks with letters, digits or `+#&._%-` go to jieba's own `__cut_DAG`;
-the HMM is jieba's, on jieba's condition (a single-character run that is in the dictionary with a
-nonzero count is kept as characters, where jieba-rs would run its HMM).
+This module keeps that structure and jieba's rules, with one part from elsewhere: the route of a block
+of CJK characters only (U+4E00-U+9FD5) comes from rjieba (jieba-rs, the same dictionary and the same
+route rule) with its HMM off; blocks with letters, digits or `+#&._%-` take jieba's own route
+(`get_DAG`, `calc`). Runs of single characters follow jieba's condition (a run that is in the
+dictionary with a nonzero count is kept as characters, where jieba-rs would run its HMM) and jieba's
+HMM, its four states unrolled here with jieba's arithmetic and ties (`JiebaHMM`).
 
 Block and run results are remembered (both are pure functions of their text), in bounded tables.
 Where rjieba is not installed, or `data.word_counter="jieba"`, `jieba.cut` itself is used. The counting stage checks
-a sample of every shard against `jieba.cut` (counting.py), and tests/test_segmenter.py compares the
-two document by document on our corpora.
+a sample of every shard against `jieba.cut` (counting.py); tests/test_segmenter.py compares the two on
+edge cases, random mixed texts and built-in documents, experiments/benchmarks/word_count_speed.py on
+every document of our corpora.
 """
 from __future__ import annotations
 
-import logging
 import re
 from typing import Callable
+
+from babylm_jax.corpus.words import init_jieba
 
 _CJK_ONLY = re.compile("[\u4E00-\u9FD5]+")
 _MEMO_ENTRIES = 1 << 19  # per table; a table that fills is emptied (results never change, only speed)
 
 
-def init_jieba():
-    """jieba's default tokenizer, its dictionary loaded once per process, quietly."""
+def _jieba():
+    """The jieba module, its dictionary loaded (once per process, quietly)."""
     import jieba
 
-    jieba.setLogLevel(logging.WARNING)
-    jieba.initialize()
+    init_jieba()
     return jieba
 
 
@@ -48,7 +50,7 @@ class FastJieba:
     def __init__(self):
         import rjieba
 
-        jieba = init_jieba()
+        jieba = _jieba()
         self._route = rjieba.cut
         self._hmm = JiebaHMM()
         self._tokenizer = jieba.dt
@@ -211,5 +213,5 @@ def make_word_lengths(use_port: bool) -> tuple[Callable[[str], list[int]], str]:
     segmenter where `use_port` and rjieba is installed, else jieba itself."""
     if use_port and rjieba_available():
         return FastJieba().lengths, "jieba 0.42.1's rule, CJK routes by rjieba"
-    jieba = init_jieba()
+    jieba = _jieba()
     return (lambda text: [len(word) for word in jieba.cut(text)]), "jieba.cut"
