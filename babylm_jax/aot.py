@@ -44,7 +44,7 @@ def main(argv: Sequence[str]) -> bool:
     config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before the lowering
     if _DUMP.value:
         outputs.check_writable(_DUMP.value, "--dump")  # before the minutes of lowering and compiling
-    from babylm_jax.training import aot  # the heavy imports, after the options are checked
+    from babylm_jax.training.accelerators import aot_report as aot  # the heavy imports, after the options are checked
 
     platform = aot.check_platform(_PLATFORM.value, config.mesh)
     topology = aot.check_topology(_TOPOLOGY.value, config.mesh, platform)

@@ -98,8 +98,8 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    from babylm_jax.training.loading import load_for_eval  # the heavy import, after the cheap checks
-    from babylm_jax.training.run_config import load_config
+    from babylm_jax.training.checkpoints.loading import load_for_eval  # the heavy import, after the cheap checks
+    from babylm_jax.training.checkpoints.run_config import load_config
 
     run_log = RunLog(workdir, load_config(str(workdir)).train) if settings.log_to_run else None
     metrics = {spec.name: spec.metric for spec in specs}

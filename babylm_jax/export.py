@@ -60,7 +60,7 @@ def export(run: str | pathlib.Path, output: pathlib.Path, step: int | None = Non
 def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_ema: bool | None,
             layer: int | None, overwrite: bool, checkpoints_at: str) -> pathlib.Path:
     from babylm_jax.hf import writer
-    from babylm_jax.training.loading import load_for_eval
+    from babylm_jax.training.checkpoints.loading import load_for_eval
 
     loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema, checkpoints_at=checkpoints_at)
     provenance = {

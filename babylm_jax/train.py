@@ -32,7 +32,8 @@ def main(argv: Sequence[str]) -> dict:
     COMMAND.parse(argv)
     config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before any work
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
-    from babylm_jax.training import backend, preemption, trainer  # the heavy imports, after the options are checked
+    from babylm_jax.training.accelerators import backend  # the heavy imports, after the options are checked
+    from babylm_jax.training.loop import preemption, trainer
 
     print(f"train: {backend.describe(config)}", flush=True)
     notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work

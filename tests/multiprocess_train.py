@@ -12,7 +12,7 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import sources
-from babylm_jax.training import trainer
+from babylm_jax.training.loop import trainer
 
 
 def main() -> None:

@@ -100,7 +100,7 @@ def test_cache_keys_unchanged_for_the_same_settings():
 
 
 def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):
-    from babylm_jax.training import trainer
+    from babylm_jax.training.loop import trainer
 
     config = synthetic.tiny_config(tmp_path / "no_corpus_needed")
     config.data.packing = "fist_fit"

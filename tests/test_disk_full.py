@@ -11,7 +11,8 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
-from babylm_jax.training import disk_space, trainer
+from babylm_jax.training.checkpoints import disk_space
+from babylm_jax.training.loop import trainer
 
 Usage = namedtuple("Usage", "total used free")
 

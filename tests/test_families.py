@@ -21,7 +21,9 @@ from babylm_jax.eval.settings import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training import loading, metrics, trainer
+from babylm_jax.training.checkpoints import loading
+from babylm_jax.training.metrics import step_logger as metrics
+from babylm_jax.training.loop import trainer
 
 HF_DIR = pathlib.Path(families.__file__).parents[1] / "hf"
 PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"

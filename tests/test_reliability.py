@@ -52,8 +52,9 @@ from babylm_jax.core import atomic
 from babylm_jax.corpus import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.corpus.prepare import prepare_corpus
-from babylm_jax.training import checkpoint, trainer
-from babylm_jax.training.run_config import load_config
+from babylm_jax.training.checkpoints import checkpoint
+from babylm_jax.training.loop import trainer
+from babylm_jax.training.checkpoints.run_config import load_config
 from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
 
@@ -361,7 +362,7 @@ def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
 
 def test_processes_agree_on_a_stop_every_few_steps(monkeypatch):
     """Process 1 got SIGTERM, process 0 (this one) did not: both stop at the next agreement step."""
-    from babylm_jax.training import preemption
+    from babylm_jax.training.loop import preemption
 
     monkeypatch.setattr(preemption.jax, "process_count", lambda: 2)
     monkeypatch.setattr(preemption.multihost_utils, "process_allgather",

@@ -12,7 +12,7 @@ from fixtures.fake_gcs import fake_gcs, free_port
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import remote, rundir
-from babylm_jax.training import trainer
+from babylm_jax.training.loop import trainer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 

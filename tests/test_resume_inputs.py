@@ -18,7 +18,7 @@ from fixtures.data import synthetic
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
 from babylm_jax.core import rundir
-from babylm_jax.training import trainer
+from babylm_jax.training.loop import trainer
 
 
 def run_config(corpus_dir: pathlib.Path):

@@ -20,15 +20,15 @@ from fixtures.run import make_run
 
 from babylm_jax import prepare, train
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training import run_config
-from babylm_jax.training.checkpoint import CheckpointError
+from babylm_jax.training.checkpoints import run_config
+from babylm_jax.training.checkpoints.checkpoint import CheckpointError
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # The evaluate command's own settings: EvalSettings.from_config is their schema's constructor, as
 # RunConfig.from_config is the run's; it lives in eval/ because its rules read eval's task tables.
 EVAL_SCHEMA = "eval/settings.py"
 # Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.
-BUILDERS = {"train.py", "aot.py", "prepare.py", "training/run_config.py"}
+BUILDERS = {"train.py", "aot.py", "prepare.py", "training/checkpoints/run_config.py"}
 
 
 def below_the_commands() -> dict[str, ast.Module]:

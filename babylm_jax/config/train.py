@@ -2,7 +2,7 @@
 
 configs/base.py holds every key and its default; a key here without a default must be given.
 Rules that need the devices (the mesh's size) are checked where the mesh is made
-(`training.sharding`); every other rule is checked here, before any work.
+(`training.step.sharding`); every other rule is checked here, before any work.
 """
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ class MeshConfig:
 
     num_devices: int  # single-process runs: the first N devices; 0 = all
     fsdp: int  # devices per FSDP group
-    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.backend)
+    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.accelerators.backend)
     topology: str  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100")
 
     def rules(self) -> list[Rule]:

@@ -5,7 +5,7 @@
     record_inputs(workdir, corpus)            # at a first start, once prepare has made the tokenizer
 
 `<workdir>/inputs.json` (rundir.INPUTS) holds {"corpus": {file: {"bytes", "sha256"}}, "tokenizer":
-{file: ...}}. The data settings themselves are config keys, checked by `training.run_config`.
+{file: ...}}. The data settings themselves are config keys, checked by `training.checkpoints.run_config`.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from babylm_jax.model import attention
 
 ROWS = ("causal", "bidirectional", "mixed")
-BATCH_AXES = ("data", "fsdp")  # the mesh axes the batch is split over (training.sharding)
+BATCH_AXES = ("data", "fsdp")  # the mesh axes the batch is split over (training.step.sharding)
 MAX_BLOCK = 512  # MaxText's default splash block; shorter rows take one block
 
 

@@ -46,7 +46,7 @@ from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402
-from babylm_jax.training import metrics  # noqa: E402
+from babylm_jax.training.metrics import step_logger as metrics  # noqa: E402
 
 
 def load_sentences(num_pairs: int) -> list[str]:

@@ -5,7 +5,7 @@
 
 A speed-up measured as two runs minutes apart on a shared machine says more about the load
 than about the change. Here the revision's `model/layers.py`, `model/objectives.py` and
-`training/trainer.py` (read with `git show REV:...`) are loaded beside this tree's, each
+`training/loop/trainer.py` (read with `git show REV:...`) are loaded beside this tree's, each
 config's step is compiled once with each (as `train_throughput.py` builds it), and the two
 are timed interleaved, with the matmul peak probed before each repeat (`conditions.py`);
 the best repeat of each counts. Each side reads its own version of the config file (the
@@ -31,7 +31,7 @@ from conditions import Conditions
 from babylm_jax.model import transformer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SWAPPED = ("babylm_jax/model/layers.py", "babylm_jax/model/objectives.py", "babylm_jax/training/trainer.py")
+SWAPPED = ("babylm_jax/model/layers.py", "babylm_jax/model/objectives.py", "babylm_jax/training/loop/trainer.py")
 
 
 def revision_modules(rev: str, directory: str) -> dict[str, types.ModuleType]:

@@ -26,8 +26,8 @@ import tensorstore as ts
 from absl import logging
 
 from babylm_jax.core import remote, rundir
-from babylm_jax.training import disk_space
-from babylm_jax.training.state import TrainState
+from babylm_jax.training.checkpoints import disk_space
+from babylm_jax.training.step.state import TrainState
 
 class CheckpointError(ValueError):
     """A workdir whose checkpoints cannot be resumed (none valid, or made by another config)."""

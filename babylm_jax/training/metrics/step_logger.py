@@ -24,9 +24,9 @@ from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.core.families import family_spec
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training import curricula
-from babylm_jax.training.peaks import device_peak_flops
-from babylm_jax.training.throughput import StepTimer
+from babylm_jax.training.step import curricula
+from babylm_jax.training.metrics.peaks import device_peak_flops
+from babylm_jax.training.metrics.throughput import StepTimer
 
 
 def matmul_params(c: ModelConfig) -> int:

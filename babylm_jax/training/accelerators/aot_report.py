@@ -28,7 +28,10 @@ from babylm_jax.config.train import MeshConfig
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training import compiled, gpu_targets, metrics, optim, run, sharding, state, trainer
+from babylm_jax.training.accelerators import compiled, gpu_targets
+from babylm_jax.training.metrics import step_logger as metrics
+from babylm_jax.training.step import optim, sharding, state
+from babylm_jax.training.loop import run, trainer
 
 PLATFORMS = ("cuda", "tpu")
 _TENSOR = re.compile(r"tensor<((?:\d+x)+)(f64|f32|bf16|f16|i64|i32|ui32|i16|ui16|i8|ui8|i1)>")
@@ -228,7 +231,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
 
 
 def step_tflops(config: RunConfig, model: Any, length: int) -> float:
-    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics.py's convention."""
+    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics/step_logger.py's convention."""
     share = metrics.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
     per_token = metrics.train_flops_per_token(model.config, length, metrics.causal_share(config), share)
     return per_token * config.train.batch_size * config.train.seq_len / 1e12
@@ -263,7 +266,7 @@ def tpu_report(config: RunConfig, topology: str, dump_dir: str | None = None) ->
         where = dump(dump_dir, f"train_step_{length}.tpu.hlo.txt", text)
         lines.append(f"{program.describe()} per chip; attention {step.model.config.attention}; "
                      f"{step_tflops(config, step.model, length) / len(devices):,.2f} TFLOP per chip a step "
-                     f"(training/metrics.py; XLA's cost analysis, loop bodies once: {flops / 1e12:,.2f}); "
+                     f"(training/metrics/step_logger.py; XLA's cost analysis, loop bodies once: {flops / 1e12:,.2f}); "
                      f"collectives: {collectives(text)}"
                      + (f"; written to {where}" if where else ""))
         worst = max(worst, (compiled.peak_bytes(program.memory), length))

@@ -13,7 +13,7 @@ from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import attention, aux_heads
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import optim, sharding
+from babylm_jax.training.step import optim, sharding
 
 
 @flax.struct.dataclass

@@ -118,6 +118,6 @@ def device_peak_flops() -> tuple[float, str]:
     if max(cached, hand) <= measured:
         return measured * hosts, (f"f32 matmul measured at start-up ({kind}; {measured / 1e9:.0f} GFLOP/s, no higher "
                                   f"idle figure known for {key}: a busy machine makes it low)")
-    where = f"cache {cache_path()}" if cached >= hand else "training/peaks.py KNOWN_IDLE_PEAKS"
+    where = f"cache {cache_path()}" if cached >= hand else "training/metrics/peaks.py KNOWN_IDLE_PEAKS"
     return max(cached, hand) * hosts, (f"best known idle f32 matmul ({key}: {max(cached, hand) / 1e9:.0f} GFLOP/s, "
                                        f"{where}; {measured / 1e9:.0f} at start-up)")

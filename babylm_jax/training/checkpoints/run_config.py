@@ -21,8 +21,8 @@ from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.rundir import checkpoint_steps
-from babylm_jax.training import optim
-from babylm_jax.training.checkpoint import CheckpointError
+from babylm_jax.training.step import optim
+from babylm_jax.training.checkpoints.checkpoint import CheckpointError
 
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",

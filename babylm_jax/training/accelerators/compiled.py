@@ -19,8 +19,8 @@ from typing import Any, Callable
 import jax
 
 from babylm_jax.config.train import TrainConfig
-from babylm_jax.training import sharding
-from babylm_jax.training.curricula import seq_len_at
+from babylm_jax.training.step import sharding
+from babylm_jax.training.step.curricula import seq_len_at
 
 
 def curriculum_lengths(train: TrainConfig, first_step: int, last_step: int) -> list[int]:

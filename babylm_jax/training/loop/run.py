@@ -26,11 +26,11 @@ from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import checkpoint_steps
-from babylm_jax.training import optim, sharding
-from babylm_jax.training import metrics as metrics_lib
-from babylm_jax.training.checkpoint import Checkpointer
-from babylm_jax.training.run_config import check_config, schedule_change_line, write_config
-from babylm_jax.training.state import TrainState, sharded_init
+from babylm_jax.training.step import optim, sharding
+from babylm_jax.training.metrics import step_logger as metrics_lib
+from babylm_jax.training.checkpoints.checkpoint import Checkpointer
+from babylm_jax.training.checkpoints.run_config import check_config, schedule_change_line, write_config
+from babylm_jax.training.step.state import TrainState, sharded_init
 
 
 @dataclasses.dataclass

@@ -30,19 +30,19 @@ from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer, count_params
-from babylm_jax.training import metrics as metrics_lib
+from babylm_jax.training.metrics import step_logger as metrics_lib
 from babylm_jax.core import rundir, writers
-from babylm_jax.training import optim, sharding
-from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, device_arrays
-from babylm_jax.training.curricula import mask_rate_at, seq_len_at
-from babylm_jax.training.milestones import WordMilestones
-from babylm_jax.training.preemption import StopSignals
-from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
+from babylm_jax.training.step import optim, sharding
+from babylm_jax.training.accelerators.compiled import StepPrograms, curriculum_lengths, device_arrays
+from babylm_jax.training.step.curricula import mask_rate_at, seq_len_at
+from babylm_jax.training.checkpoints.milestones import WordMilestones
+from babylm_jax.training.loop.preemption import StopSignals
+from babylm_jax.training.loop.run import Run, checked_parts, maybe_initialize_distributed, setup_run
 from babylm_jax.core import remote
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import workdir_lock
-from babylm_jax.training.state import TrainState
-from babylm_jax.training.task_curves import TaskCurves
+from babylm_jax.training.step.state import TrainState
+from babylm_jax.training.loop.task_curves import TaskCurves
 
 
 def reshape_rows(batch: dict, length: int) -> dict:

@@ -14,8 +14,8 @@ from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
 from babylm_jax.corpus.tokenizer import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.loaded import LoadedModel
-from babylm_jax.training.run_config import load_config
-from babylm_jax.training.state import TrainState, abstract_state
+from babylm_jax.training.checkpoints.run_config import load_config
+from babylm_jax.training.step.state import TrainState, abstract_state
 
 
 def _milestone_steps(workdir: str) -> list[int]:

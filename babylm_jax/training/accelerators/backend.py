@@ -7,7 +7,7 @@ import jax
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.model.attention import platform_of
-from babylm_jax.training.state import build_model
+from babylm_jax.training.step.state import build_model
 
 INSTALL = {"cuda": 'pip install -e ".[cuda12]"', "tpu": 'pip install -e ".[tpu]"'}
 
