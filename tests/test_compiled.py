@@ -6,7 +6,7 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.training.accelerators import compiled
-from babylm_jax.training.metrics import step_logger as metrics
+from babylm_jax.training.metrics import step_logger
 from babylm_jax.training.loop import trainer
 
 
@@ -38,8 +38,8 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
 
     monkeypatch.setattr(trainer, "make_train_step", counting(trainer.make_train_step, "train"))
     monkeypatch.setattr(trainer, "make_eval_step", counting(trainer.make_eval_step, "eval"))
-    step_done = metrics.StepLogger.step_done
-    monkeypatch.setattr(metrics.StepLogger, "step_done",
+    step_done = step_logger.StepLogger.step_done
+    monkeypatch.setattr(step_logger.StepLogger, "step_done",
                         lambda self, step, *a: events.append(f"step {step}") or step_done(self, step, *a))
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=12, eval_every_steps=4, seq_len_curriculum=((0.0, 16), (0.5, 32)))

@@ -22,7 +22,7 @@ from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.training.checkpoints import loading
-from babylm_jax.training.metrics import step_logger as metrics
+from babylm_jax.training.metrics import flops
 from babylm_jax.training.loop import trainer
 
 HF_DIR = pathlib.Path(families.__file__).parents[1] / "hf"
@@ -103,7 +103,7 @@ def test_the_fixture_family_is_refused_until_registered(tiny_corpus_dir, mask_on
     typed = RunConfig.from_config(config)
     assert typed.model.family == "mask_only"
     assert aux_heads.AuxHeadsConfig.from_config(typed.train, "mask_only").position == "target"
-    assert metrics.causal_share(typed) == 0.0 and typed.model.has_head_transform
+    assert flops.causal_share(typed) == 0.0 and typed.model.has_head_transform
     monkeypatch.delitem(families.FAMILY_SPECS, "mask_only")
     with pytest.raises(ValueError, match="config key model.family: 'mask_only'"):
         RunConfig.from_config(config)

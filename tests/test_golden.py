@@ -19,7 +19,7 @@ from conftest import tiny_config
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.training.step import optim
-from babylm_jax.training.loop import trainer
+from babylm_jax.training.step import train_step
 from babylm_jax.training.step.state import boxed_init_fn, build_model
 
 GOLDEN = pathlib.Path(__file__).parent / "fixtures" / "golden_step.json"
@@ -51,7 +51,7 @@ def step_stats(family: str) -> dict:
     loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), masking=MASKING,  # noqa: E731
                                                  causal_rows=2)[0]
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
-    new_state, _ = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(2))
+    new_state, _ = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(2))
     return {"loss": float(loss), "grad_rms": _rms_by_path(grads), "param_rms_after_step": _rms_by_path(new_state.params)}
 
 

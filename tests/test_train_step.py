@@ -10,7 +10,8 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.training.step import curricula, optim
 from babylm_jax.training.checkpoints import milestones
-from babylm_jax.training.loop import run, trainer
+from babylm_jax.training.loop import run
+from babylm_jax.training.step import train_step
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
 from babylm_jax.training.step.state import TrainState, boxed_init_fn, build_model
 
@@ -49,7 +50,7 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     results = {}
     for accum in (1, 4):
         config, model, optimizer, state = _setup(tmp_path, grad_accum_steps=accum)
-        step = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))
+        step = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))
         results[accum] = step(state, batch, jax.random.key(2))
     (state1, metrics1), (state4, metrics4) = results[1], results[4]
     np.testing.assert_allclose(metrics1["loss"], metrics4["loss"], rtol=1e-5)
@@ -77,14 +78,14 @@ def test_sequence_length_curriculum_splits_rows(tmp_path):
     assert curricula.seq_len_at(config.train, 0) == 16
     assert curricula.seq_len_at(config.train, config.train.num_steps // 2) == 32
     batch = _batch(4, 32)
-    short = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 16))
+    short = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 16))
     _, metrics_split = short(state, batch, jax.random.key(3))
     # Reference: the 8 half rows as separate sequences, positions from 0 (nothing crosses a split).
     halves = {"tokens": batch["tokens"].reshape(8, 16), "segment_ids": jnp.ones((8, 16), jnp.int32),
               "positions": jnp.broadcast_to(jnp.arange(16), (8, 16))}
     reference, _ = objectives.compute_loss(model, state.params, halves, jax.random.key(0), masking=MASKING)
     np.testing.assert_allclose(metrics_split["loss"], reference, rtol=1e-5)
-    _, metrics_long = jax.jit(trainer.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
+    _, metrics_long = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
     assert abs(float(metrics_long["loss"]) - float(metrics_split["loss"])) > 1e-4  # longer context, other loss
 
 
@@ -112,7 +113,7 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
     params = stack_layer_params(looped.params, config.model.num_layers)
     scanned = TrainState(step=looped.step, params=params, opt_state=optimizer.init(params), ema_params=None)
     for model, name in ((looped_model, "looped"), (scanned_model, "scanned")):
-        step = jax.jit(trainer.make_train_step(run_config, model, optimizer, MASKING, 32))
+        step = jax.jit(train_step.make_train_step(run_config, model, optimizer, MASKING, 32))
         state = looped if name == "looped" else scanned
         for i in range(3):
             state, _ = step(state, _batch(8, 32), jax.random.key(i))

@@ -16,7 +16,8 @@ from babylm_jax.core import rundir as rundir_lib
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.corpus import pipeline
 from babylm_jax.training.checkpoints import checkpoint, loading, run_config
-from babylm_jax.training.loop import run, trainer
+from babylm_jax.training.loop import evaluator, run, summary, trainer
+from babylm_jax.training.step import train_step
 from babylm_jax.training.step.state import build_model
 
 
@@ -66,12 +67,12 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         assert max(jax.tree.leaves(diff)) > 1e-4
         typed = RunConfig.from_config(config)
         data = pipeline.build_train_data(typed, str(tmp_path))
-        masking = run.make_masking(typed.data, data.tokenizer)
-        eval_step = jax.jit(trainer.make_eval_step(typed, ema.model, masking))
+        masking = train_step.make_masking(typed.data, data.tokenizer)
+        eval_step = jax.jit(train_step.make_eval_step(typed, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
         batches = data.eval_batches[: config.train.eval_batches]
-        assert trainer.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
-        assert trainer.evaluate_loss(eval_step, raw.params, batches, mesh) != pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+        assert evaluator.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+        assert evaluator.evaluate_loss(eval_step, raw.params, batches, mesh) != pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
 
 
 class RecordingIterator:
@@ -250,7 +251,7 @@ def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp
 def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "metrics.jsonl").write_text("{}\n")
-    text = trainer.format_outputs(RunPlace.of(tmp_path))
+    text = summary.format_outputs(RunPlace.of(tmp_path))
     assert f"{tmp_path / 'checkpoints'}    checkpoints (params" in text and f"{tmp_path / 'metrics.jsonl'}  training" in text
     assert "milestones" not in text and "summary.json" not in text  # only what exists
     assert f"python -m babylm_jax.export --workdir {tmp_path} --output {tmp_path / 'hf'}" in text
@@ -261,7 +262,7 @@ def test_the_next_commands_paste_as_printed_for_a_workdir_with_spaces(tmp_path):
 
     workdir = tmp_path / "my runs" / "base 1"
     workdir.mkdir(parents=True)
-    commands = trainer.format_outputs(RunPlace.of(workdir)).split("Next\n")[1].splitlines()
+    commands = summary.format_outputs(RunPlace.of(workdir)).split("Next\n")[1].splitlines()
     assert [shlex.split(line)[3:] for line in commands] == [
         ["--workdir", str(workdir), "--data_dir", "DATA_DIR"],
         ["--workdir", str(workdir), "--output", str(workdir / "hf")]]

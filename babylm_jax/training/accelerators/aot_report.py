@@ -3,7 +3,7 @@
     lines = cuda_report(config, dump_dir="runs/aot")     # every curriculum length, lowered for CUDA
     lines, fits = tpu_report(config, "v5e:2x2")          # compiled per chip: memory against HBM
 
-The step is `trainer.make_train_step` exactly as training builds it (optimizer, masking,
+The step is `train_step.make_train_step` exactly as training builds it (optimizer, masking,
 accumulation, remat, the attention `model.attention` resolves to on the target), on abstract
 inputs of the recipe's shapes; the masking ids are the tokenizer's fixed special ids.
 """
@@ -29,9 +29,8 @@ from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training.accelerators import compiled, gpu_targets
-from babylm_jax.training.metrics import step_logger as metrics
-from babylm_jax.training.step import optim, sharding, state
-from babylm_jax.training.loop import run, trainer
+from babylm_jax.training.metrics import flops
+from babylm_jax.training.step import optim, sharding, state, train_step
 
 PLATFORMS = ("cuda", "tpu")
 _TENSOR = re.compile(r"tensor<((?:\d+x)+)(f64|f32|bf16|f16|i64|i32|ui32|i16|ui16|i8|ui8|i1)>")
@@ -52,7 +51,7 @@ def masking_for(config: RunConfig):
     """The run's MaskingConfig from the tokenizer's fixed special ids (no tokenizer needed)."""
     stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size,
                                      special_ids=tuple(range(len(SPECIAL_PIECES))))
-    return run.make_masking(config.data, stand_in)
+    return train_step.make_masking(config.data, stand_in)
 
 
 def abstract_batch(config: RunConfig, sharding: Any = None) -> dict:
@@ -70,7 +69,7 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     optimizer = optim.make_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
-    step = trainer.make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
+    step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
     rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
     args = (abstract_state, abstract_batch(config), rng)
     if device is not None:
@@ -222,7 +221,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     optimizer = optim.make_optimizer(config.train)
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
-    step = trainer.make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",
+    step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",
                                    groups=len(devices))
     jitted = jax.jit(step, in_shardings=(state_shardings, batch_sharding, None),
                      out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=(0,))
@@ -231,9 +230,9 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
 
 
 def step_tflops(config: RunConfig, model: Any, length: int) -> float:
-    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics/step_logger.py's convention."""
-    share = metrics.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
-    per_token = metrics.train_flops_per_token(model.config, length, metrics.causal_share(config), share)
+    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics/flops.py's convention."""
+    share = flops.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
+    per_token = flops.train_flops_per_token(model.config, length, flops.causal_share(config), share)
     return per_token * config.train.batch_size * config.train.seq_len / 1e12
 
 
@@ -262,11 +261,11 @@ def tpu_report(config: RunConfig, topology: str, dump_dir: str | None = None) ->
             worst = max(worst, (refused_bytes(str(error)), length))
             continue
         text = program.executable.as_text()
-        flops = (program.executable.cost_analysis() or {}).get("flops", float("nan"))
+        xla_flops = (program.executable.cost_analysis() or {}).get("flops", float("nan"))
         where = dump(dump_dir, f"train_step_{length}.tpu.hlo.txt", text)
         lines.append(f"{program.describe()} per chip; attention {step.model.config.attention}; "
                      f"{step_tflops(config, step.model, length) / len(devices):,.2f} TFLOP per chip a step "
-                     f"(training/metrics/step_logger.py; XLA's cost analysis, loop bodies once: {flops / 1e12:,.2f}); "
+                     f"(training/metrics/flops.py; XLA's cost analysis, loop bodies once: {xla_flops / 1e12:,.2f}); "
                      f"collectives: {collectives(text)}"
                      + (f"; written to {where}" if where else ""))
         worst = max(worst, (compiled.peak_bytes(program.memory), length))

@@ -15,7 +15,6 @@ import jax
 import optax
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.data import DataConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.train import AUX_HEADS, DistributedConfig
 from babylm_jax.corpus.pipeline import TrainData, build_train_data
@@ -27,10 +26,11 @@ from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import checkpoint_steps
 from babylm_jax.training.step import optim, sharding
-from babylm_jax.training.metrics import step_logger as metrics_lib
+from babylm_jax.training.metrics.metrics_file import trim_metrics
 from babylm_jax.training.checkpoints.checkpoint import Checkpointer
 from babylm_jax.training.checkpoints.run_config import check_config, schedule_change_line, write_config
 from babylm_jax.training.step.state import TrainState, sharded_init
+from babylm_jax.training.step.train_step import make_masking
 
 
 @dataclasses.dataclass
@@ -64,13 +64,6 @@ class Run:
             self.place.push()
 
 
-def make_masking(data: DataConfig, tokenizer: Any) -> objectives.MaskingConfig:
-    return objectives.MaskingConfig(
-        mask_id=tokenizer.mask_id,
-        vocab_size=tokenizer.vocab_size,
-        special_ids=tuple(tokenizer.special_ids),
-        whole_word=data.whole_word_masking,
-    )
 
 
 def maybe_initialize_distributed(dist: DistributedConfig) -> None:
@@ -166,7 +159,7 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
         if not recorded:
             _record_inputs(place, corpus, resumed=restored is not None)
         write_config(place.local, run_config)
-        metrics_lib.trim_metrics(place.local, start_step)
+        trim_metrics(place.local, start_step)
         place.push()
     aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),
                                               run_config.model.vocab_size, run_config.model.family)

@@ -1,104 +1,23 @@
-"""Analytic FLOPs, MFU, the step logger and the metrics.jsonl writer (peaks: `peaks.py`).
+"""The step logger: train-step metrics fetched one step late, tokens/s and MFU, NaN losses refused.
 
-FLOP convention (as MaxText): a multiply-add is 2 FLOPs; training = 3 x forward (forward,
-plus backward for activations and weights). Per token, forward =
-  2 x (matmul weights: qkv, attention out, MLP)
-+ 2 x (head transform + d_model x vocab, the tied output projection) at the positions that
-  are predicted (all for causal models, the masked ones for the others; the embedding lookup
-  is free)
-+ attention: 4 x seq_len x d_model per layer (QK^T and PV), halved for causal rows
-  (only the lower triangle is useful work).
+    logger = StepLogger(MetricsWriter(workdir), model_config, run, log_every, last_step)
+    entry = logger.step_done(step, metrics_on_device, words_seen)   # an entry at logging steps, else None
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write, atomic_write_text
-from babylm_jax.core.families import family_spec
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.step import curricula
+from babylm_jax.training.metrics.flops import causal_share, predicted_share, train_flops_per_token
+from babylm_jax.training.metrics.metrics_file import MetricsWriter
 from babylm_jax.training.metrics.peaks import device_peak_flops
 from babylm_jax.training.metrics.throughput import StepTimer
-
-
-def matmul_params(c: ModelConfig) -> int:
-    """Weights that take part in matmuls, per token, excluding the output projection."""
-    mlp = (3 if c.mlp == "swiglu" else 2) * c.d_model * c.d_ff
-    per_layer = 4 * c.d_model * c.d_model + mlp
-    head = c.d_model * c.d_model if c.has_head_transform else 0
-    return c.num_layers * per_layer + head
-
-
-def causal_share(config: RunConfig) -> float:
-    """The share of rows that attend causally: 1 (causal), 0 (mlm), train.hybrid_causal_share (hybrid)."""
-    return family_spec(config.model.family).causal_share(config.train.hybrid_causal_share)
-
-
-def predicted_share(config: RunConfig, mask_rate: float) -> float:
-    """The share of positions a step projects to the vocabulary: every one (causal), the masked
-    ones (mlm: `mask_rate`), or the causal rows' and the masked ones (hybrid)."""
-    share = causal_share(config)
-    return share + (1.0 - share) * mask_rate
-
-
-def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
-    """Forward FLOPs per token; `causal_share` is the fraction of rows attending causally,
-    `predicted_share` the fraction of positions projected to the vocabulary (with the head
-    transform, for mlm and hybrid models)."""
-    attention = 4 * seq_len * c.d_model * c.num_layers * (1.0 - 0.5 * causal_share)
-    head = c.d_model * c.d_model if c.has_head_transform else 0
-    body = matmul_params(c) - head
-    return 2 * body + 2 * predicted_share * (head + c.d_model * c.vocab_size) + attention
-
-
-def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
-    return 3 * forward_flops_per_token(c, seq_len, causal_share, predicted_share)
-
-
-class MetricsWriter:
-    """Appends one JSON object per line to `<workdir>/metrics.jsonl` (process 0 only)."""
-
-    def __init__(self, workdir: str, enabled: bool = True):
-        self.path = os.path.join(workdir, rundir.METRICS)
-        self.enabled = enabled
-
-    def write(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-
-def trim_metrics(workdir: str, last_step: int) -> None:
-    """Makes `<workdir>/metrics.jsonl` fit a run resumed at `last_step`.
-
-    Drops a partial last line (a run killed mid-write) and the records of steps after
-    `last_step` (they will be trained and logged again), so each step is logged once.
-    """
-    path = os.path.join(workdir, rundir.METRICS)
-    if not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    kept = []
-    for line in text.split("\n"):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # the partial line a killed run left (or the empty string after the last newline)
-        if isinstance(record, dict) and record.get("step", 0) <= last_step:
-            kept.append(line)
-    trimmed = "".join(line + "\n" for line in kept)
-    if trimmed != text:
-        atomic_write_text(path, trimmed)
+from babylm_jax.training.step import curricula
 
 
 class LossNotFinite(FloatingPointError, ValueError):
@@ -178,41 +97,3 @@ class StepLogger:
     def mean_mfu(self) -> float:
         """The run's FLOPs over its training time (completed steps, no compiles or evaluations), over the peak."""
         return self.timer.flops_per_s() / self.peak_flops
-
-
-def plot_learning_curves(workdir: str) -> str:
-    """Writes `<workdir>/learning_curves.png` from metrics.jsonl: train and eval loss against
-    step and, when the run scored tasks, each task's accuracy against words seen."""
-    import matplotlib.figure
-
-    train, evals, tasks = {}, {}, {}
-    with open(os.path.join(workdir, rundir.METRICS), encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            if "eval_loss" in record:
-                evals[record["step"]] = record["eval_loss"]
-            elif "loss" in record:
-                train[record["step"]] = record["loss"]
-            for key, value in record.items():
-                if key.startswith("task/"):
-                    tasks.setdefault(key[len("task/"):], {})[record["words_seen"]] = value
-    figure = matplotlib.figure.Figure(figsize=(11 if tasks else 6, 4))
-    loss_axes = figure.add_subplot(1, 2 if tasks else 1, 1)
-    for points, label, style in ((train, "train loss", "-"), (evals, "eval loss", "o-")):
-        if points:
-            loss_axes.plot(*zip(*sorted(points.items())), style, label=label)
-    loss_axes.set(xlabel="step", ylabel="loss (nats/token)")
-    loss_axes.legend()
-    loss_axes.grid(alpha=0.3)
-    if tasks:
-        task_axes = figure.add_subplot(1, 2, 2)
-        for name, points in sorted(tasks.items()):
-            task_axes.plot(*zip(*sorted(points.items())), "o-", label=name)
-        task_axes.axhline(0.5, color="grey", linestyle=":", linewidth=1)
-        task_axes.set(xlabel="jieba words seen", ylabel="accuracy (sample, macro over UIDs)")
-        task_axes.legend()
-        task_axes.grid(alpha=0.3)
-    figure.tight_layout()
-    path = os.path.join(workdir, rundir.LEARNING_CURVES)
-    atomic_write(path, lambda temp: figure.savefig(temp, format="png", dpi=100))
-    return path
