@@ -14,8 +14,8 @@ from conftest import tiny_config  # noqa: E402
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax import train  # noqa: E402
-from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
-from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE  # noqa: E402
+from babylm_jax.corpus.hanzi import hanzi_labels, hanzi_lexicon  # noqa: E402
+from babylm_jax.corpus.hanzi.hanzi_labels import FAMILIES, IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
 from babylm_jax.training.checkpoints import loading  # noqa: E402
 from babylm_jax.training.loop import trainer

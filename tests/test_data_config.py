@@ -5,8 +5,8 @@ import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.files import load_config_file
-from babylm_jax.corpus import cache_keys
-from babylm_jax.corpus import prepare
+from babylm_jax.corpus.counting import cache_keys
+from babylm_jax.corpus.tokens import preparation
 from babylm_jax.config.data import DataConfig
 from babylm_jax.core.families import family_spec
 from fixtures.data import synthetic
@@ -77,9 +77,9 @@ def test_prepare_refuses_before_counting(tmp_path, monkeypatch, key, value, mess
     def count_corpus(*args, **kwargs):
         raise AssertionError("the corpus was counted before the config was checked")
 
-    monkeypatch.setattr(prepare, "count_corpus", count_corpus)
+    monkeypatch.setattr(preparation, "count_corpus", count_corpus)
     with pytest.raises(ValueError, match=message):
-        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
+        preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
     assert not (tmp_path / "w").exists()
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.tasks import leakage
-from babylm_jax.corpus import prepare
+from babylm_jax.corpus.tokens import preparation
 from babylm_jax.config.data import DataConfig
 from fixtures.data import synthetic
 
@@ -63,7 +63,7 @@ def test_drop_option_removes_leaked_lines(tmp_path):
     config = synthetic.tiny_config(corpus_dir, txt_documents="line")
     config.data.leakage.data_dir = str(_eval_dir(tmp_path / "eval"))
     config.data.leakage.drop = True
-    prepared = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
+    prepared = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
     assert prepared.budget_report["leakage_dropped_lines"] == 1
     assert EVAL_GOOD not in list(prepared.corpus.iter_texts())
     assert prepared.budget_report["documents"] == 40

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus import budget
-from babylm_jax.corpus import sources as corpus
-from babylm_jax.corpus import packing
-from babylm_jax.corpus import pipeline
-from babylm_jax.corpus import prepare
-from babylm_jax.corpus import token_cache
-from babylm_jax.corpus import words
+from babylm_jax.corpus.counting import budget
+from babylm_jax.corpus.counting import sources as corpus
+from babylm_jax.corpus.batches import packing
+from babylm_jax.corpus.batches import pipeline
+from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus.tokens import token_cache
+from babylm_jax.corpus.counting import words
 from fixtures.data import synthetic
 
 
@@ -42,7 +42,7 @@ def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
 def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
     import jieba
 
-    from babylm_jax.corpus import counting
+    from babylm_jax.corpus.counting import corpus_cache
     from babylm_jax.config.data import DataConfig
 
     raw = ["小猫在  睡觉。\n\n  它很累。 ", "   ", "今天天气很好", "他说：  “好的”\t"]
@@ -51,7 +51,7 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
                                                     encoding="utf-8")
     config = synthetic.tiny_config(tmp_path / "corpus")
     data_config = DataConfig.from_config(config.data)
-    cache = counting.count_corpus(data_config, tmp_path / "data")
+    cache = corpus_cache.count_corpus(data_config, tmp_path / "data")
     report = budget.budget_report(cache, word_budget=1000, allow_over_budget=False)
     kept = [data_config.normalize(t) for t in raw]
     assert report["words_raw"] == sum(len(list(jieba.cut(t))) for t in raw)  # spaces, tabs, empty lines count
@@ -60,7 +60,7 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
     assert report["sources"][str(tmp_path / "corpus")]["words_raw"] == report["words_raw"]
     for shard in cache.shard_dirs:  # a cache counted before words_raw existed gets it added, same key
         (shard / "raw_words.json").unlink()
-    again = counting.count_corpus(data_config, tmp_path / "data")
+    again = corpus_cache.count_corpus(data_config, tmp_path / "data")
     assert again.root == cache.root and again.raw_words() == cache.raw_words() == {0: report["words_raw"]}
     assert "00000/raw_words.json" in json.loads((cache.root / "index.json").read_text())["files"]  # checksummed again
     between = budget.budget_report(cache, word_budget=report["words"], allow_over_budget=False)
@@ -71,15 +71,15 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
 def test_counted_corpus_reports_its_budget_without_jieba(tmp_path, monkeypatch):
     """A prepared workdir's budget comes from its counted shards: train on a machine without jieba
     (the H200 image: experiments/benchmarks/h200_check.sh) reports the same counts."""
-    from babylm_jax.corpus import counting
+    from babylm_jax.corpus.counting import corpus_cache
     from babylm_jax.config.data import DataConfig
 
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "docs.jsonl").write_text('{"text": "小猫在睡觉。"}\n{"text": "今天天气很好"}\n', encoding="utf-8")
     data_config = DataConfig.from_config(synthetic.tiny_config(tmp_path / "corpus").data)
-    counted = budget.budget_report(counting.count_corpus(data_config, tmp_path / "data"), 1000, False)
+    counted = budget.budget_report(corpus_cache.count_corpus(data_config, tmp_path / "data"), 1000, False)
     monkeypatch.setitem(sys.modules, "jieba", None)  # import jieba now raises ImportError
-    again = budget.budget_report(counting.count_corpus(data_config, tmp_path / "data"), 1000, False)
+    again = budget.budget_report(corpus_cache.count_corpus(data_config, tmp_path / "data"), 1000, False)
     assert "not installed" in again.pop("counter") and counted.pop("counter").endswith("0.42.1")
     assert again == counted
 
@@ -87,10 +87,10 @@ def test_counted_corpus_reports_its_budget_without_jieba(tmp_path, monkeypatch):
 def test_over_budget_refused(corpus_dir, tmp_path):
     config = synthetic.tiny_config(corpus_dir, word_budget=100)
     with pytest.raises(budget.BudgetError, match="over data.word_budget=100"):
-        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path)
+        preparation.prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["over_budget"]
     config.data.allow_over_budget = True
-    prepare.prepare_corpus(RunConfig.from_config(config), tmp_path)
+    preparation.prepare_corpus(RunConfig.from_config(config), tmp_path)
     assert json.loads((tmp_path / "budget.json").read_text())["allowed_over_budget"]
 
 
@@ -126,7 +126,7 @@ def _check_rows(batch, docs, seq_len):
 
 def test_batches_pack_documents_without_mixing(prepared):
     config, _, data = prepared
-    prep = prepare.prepare_corpus(RunConfig.from_config(config), prepared[1])
+    prep = preparation.prepare_corpus(RunConfig.from_config(config), prepared[1])
     docs = _documents_of(prep.tokens)
     batch, batch_size = next(data.train_iterator), config.train.batch_size
     assert batch["tokens"].shape == (batch_size, 32) and batch["tokens"].dtype == np.int32
@@ -147,7 +147,7 @@ def test_batches_pack_documents_without_mixing(prepared):
 @pytest.mark.parametrize("kind", ["concat", "first_fit"])
 def test_layout_covers_documents_and_words(prepared, kind):
     config, workdir, _ = prepared
-    tokens = prepare.prepare_corpus(RunConfig.from_config(config), workdir).tokens
+    tokens = preparation.prepare_corpus(RunConfig.from_config(config), workdir).tokens
     doc_ids = np.arange(tokens.num_documents)
     layout = packing.make_layout(tokens, doc_ids, 32, kind, keep_partial=True)
     builder = packing.BatchBuilder(tokens, layout, whole_word_masking=False)
@@ -174,7 +174,7 @@ def test_sorted_union_equals_union1d():
 
 def test_word_starts_match_jieba(prepared):
     config, workdir, data = prepared
-    prep = prepare.prepare_corpus(RunConfig.from_config(config), workdir)
+    prep = preparation.prepare_corpus(RunConfig.from_config(config), workdir)
     text = next(prep.corpus.iter_texts())
     ids, offsets = prep.tokenizer.encode_with_offsets(text)
     word_begins = set(np.flatnonzero(words.word_start_mask(words.jieba_words(text))).tolist())
@@ -209,7 +209,7 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
 def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
     config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", shard_chars=800)
     config.data.num_workers = 2  # the worker-pool path, once
-    reference = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "ref")
+    reference = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "ref")
     # Interrupt the tokenisation after two shards.
     calls = {"n": 0}
     real = token_cache.tokenize_shard
@@ -223,7 +223,7 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
     config.data.num_workers = 1
     monkeypatch.setattr(token_cache, "tokenize_shard", flaky)
     with pytest.raises(KeyboardInterrupt):
-        prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
+        preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
     monkeypatch.setattr(token_cache, "tokenize_shard", real)
     # Also lose a counted shard, as if the count had been interrupted.
     corpus_root = next((tmp_path / "resumed" / "data").glob("corpus-*"))
@@ -231,7 +231,7 @@ def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch)
     shutil.rmtree(corpus_root / "shards" / "00001")
     done_before = len(list(corpus_root.glob("tokens-*.shards/*")))
     assert done_before == 2
-    resumed = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
+    resumed = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "resumed")
     for name in ("tokens", "doc_offsets", "doc_words", "word_starts"):
         np.testing.assert_array_equal(getattr(resumed.tokens, name), getattr(reference.tokens, name))
     assert resumed.budget_report["words"] == reference.budget_report["words"]
@@ -245,15 +245,15 @@ def test_other_processes_open_what_process_0_prepared(prepared, tmp_path):
     copy = tmp_path / "work"
     shutil.copytree(workdir, copy)
     run = RunConfig.from_config(config)
-    made, opened = prepare.prepare_corpus(run, copy), prepare.open_prepared(run, copy)
+    made, opened = preparation.prepare_corpus(run, copy), preparation.open_prepared(run, copy)
     np.testing.assert_array_equal(opened.tokens.tokens, made.tokens.tokens)
     assert opened.tokenizer.vocab_size == made.tokenizer.vocab_size and opened.budget_report == made.budget_report
     other = synthetic.tiny_config(config.data.corpus, tokenizer="bpe", whole_word_masking=False)
     with pytest.raises(ValueError, match="prepared.json names caches prepared with other data settings"):
-        prepare.open_prepared(RunConfig.from_config(other), copy)
+        preparation.open_prepared(RunConfig.from_config(other), copy)
     tokens_file = made.tokens.directory / "tokens.npy"
     tokens_file.write_bytes(tokens_file.read_bytes()[:-4] + b"\0\0\0\0")
     with pytest.raises(ValueError, match=r"the prepared token cache is damaged: .*tokens.npy has changed"):
-        prepare.open_prepared(run, copy)
+        preparation.open_prepared(run, copy)
     with pytest.raises(FileNotFoundError, match="every process must see the same --workdir"):
-        prepare.open_prepared(run, tmp_path / "elsewhere")
+        preparation.open_prepared(run, tmp_path / "elsewhere")

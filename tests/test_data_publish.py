@@ -1,5 +1,5 @@
 """The workdir's tokenizer follows the config: a new tokenizer replaces the old one."""
-from babylm_jax.corpus import prepare
+from babylm_jax.corpus.tokens import preparation
 
 
 def test_a_changed_tokenizer_replaces_the_published_one(tmp_path):
@@ -7,8 +7,8 @@ def test_a_changed_tokenizer_replaces_the_published_one(tmp_path):
     for directory, text in ((first, "A"), (second, "B")):
         directory.mkdir()
         (directory / "model.txt").write_text(text)
-    prepare._publish_tokenizer(first, tmp_path, "key-a")
-    prepare._publish_tokenizer(second, tmp_path, "key-b")
+    preparation._publish_tokenizer(first, tmp_path, "key-a")
+    preparation._publish_tokenizer(second, tmp_path, "key-b")
     published = tmp_path / "tokenizer"
     assert (published / "model.txt").read_text() == "B"
     assert (published / "fingerprint.txt").read_text() == "key-b"

@@ -6,7 +6,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus import prepare
+from babylm_jax.corpus.tokens import preparation
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import clue, features, minimal_pairs
@@ -18,7 +18,7 @@ FAMILIES = ("causal", "mlm", "hybrid")
 def prepared(tiny_corpus_dir, tmp_path_factory):
     """family -> the prepared corpus (one workdir: the count and tokenizer are shared, the token caches not)."""
     workdir = tmp_path_factory.mktemp("framing")
-    return {family: prepare.prepare_corpus(RunConfig.from_config(tiny_config(tiny_corpus_dir, family)), workdir) for family in FAMILIES}
+    return {family: preparation.prepare_corpus(RunConfig.from_config(tiny_config(tiny_corpus_dir, family)), workdir) for family in FAMILIES}
 
 
 def _spy_scorer(family: str, seen: list) -> types.SimpleNamespace:

@@ -8,10 +8,10 @@ pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.tools import hanzi_facts
-from babylm_jax.corpus import hanzi_lexicon
+from babylm_jax.corpus.hanzi import hanzi_lexicon
 from babylm_jax.tasks import leakage
-from babylm_jax.corpus import prepare
-from babylm_jax.corpus import words  # noqa: E402
+from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus.counting import words  # noqa: E402
 from babylm_jax.config.data import DataConfig  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402
@@ -124,7 +124,7 @@ def test_facts_are_a_counted_and_checked_corpus_source(lexicon, tmp_path):
     config.data.paths = (str(facts),)
     config.data.tokenizer.kind, config.model.vocab_size = "char", 1000
     config.data.tokenizer.required_characters, config.data.tokenizer.min_char_count = "corpus_cjk", 1000
-    prepared = prepare.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
+    prepared = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
     sources = prepared.budget_report["sources"]
     assert sources[str(facts)]["words"] == manifest["words"] and sources[str(facts)]["documents"] == 30
     assert prepared.budget_report["words"] == manifest["words"] + sources[str(config.data.corpus)]["words"]

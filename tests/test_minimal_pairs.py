@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.corpus.tokenizer import CharTokenizer
+from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.eval import minimal_pairs, runner, scoring
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.eval.settings import ScoringSettings, default_settings

@@ -49,9 +49,9 @@ from fixtures.cli import user_error
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
 from babylm_jax.core import atomic
-from babylm_jax.corpus import tokenizer as tokenizer_lib
+from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
-from babylm_jax.corpus.prepare import prepare_corpus
+from babylm_jax.corpus.tokens.preparation import prepare_corpus
 from babylm_jax.training.checkpoints import checkpoint
 from babylm_jax.training.loop import trainer
 from babylm_jax.training.checkpoints.run_config import load_config
@@ -313,7 +313,7 @@ def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
 def test_a_truncated_jsonl_gz_is_a_bad_line(policy, tmp_path):
     import gzip
 
-    from babylm_jax.corpus import sources as corpus
+    from babylm_jax.corpus.counting import sources as corpus
     from babylm_jax.config.data import DataConfig
 
     rows = "".join(json.dumps({"text": f"第{i}篇文章讲的是今天天气很好。"}, ensure_ascii=False) + "\n" for i in range(400))

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from babylm_jax.corpus import builtin, counting, segmenter, words
+from babylm_jax.corpus.counting import builtin, corpus_cache, segmenter, words
 
 pytest.importorskip("rjieba")
 
@@ -92,7 +92,7 @@ def test_word_lengths_fall_back_to_jieba(monkeypatch):
 
 
 def _count(tmp_path, name: str, raw) -> dict:
-    out = counting.count_shard(str(tmp_path / name), raw, str.strip, None)
+    out = corpus_cache.count_shard(str(tmp_path / name), raw, str.strip, None)
     shard = tmp_path / name
     return {"words": np.load(shard / "doc_words.npy").tolist(), "raw": json.loads((shard / "raw_words.json").read_text()),
             "bits": np.load(shard / "word_bits.npy").tolist(), "checks": json.loads((shard / "checks.json").read_text()),
@@ -101,10 +101,10 @@ def _count(tmp_path, name: str, raw) -> dict:
 
 def test_count_shard_checks_the_faster_segmenter_and_recounts_with_jieba(tmp_path, monkeypatch, caplog):
     raw = [(0, text) for text in _random_texts(450, seed=3)]
-    monkeypatch.setattr(counting, "_WORD_LENGTHS", segmenter.make_word_lengths(False))
+    monkeypatch.setattr(corpus_cache, "_WORD_LENGTHS", segmenter.make_word_lengths(False))
     reference = _count(tmp_path, "reference", raw)
     assert reference["checks"] == {"counter": "jieba.cut"}
-    monkeypatch.setattr(counting, "_WORD_LENGTHS", segmenter.make_word_lengths(True))
+    monkeypatch.setattr(corpus_cache, "_WORD_LENGTHS", segmenter.make_word_lengths(True))
     checked = _count(tmp_path, "fast", raw)
     assert checked["checks"]["checked"] == 3  # documents 0, 200 and 400
     assert {k: checked[k] for k in ("words", "raw", "bits")} == {k: reference[k] for k in ("words", "raw", "bits")}
@@ -113,7 +113,7 @@ def test_count_shard_checks_the_faster_segmenter_and_recounts_with_jieba(tmp_pat
         lengths = segmenter.FastJieba().lengths(text)
         return lengths[:-2] + [lengths[-2] + lengths[-1]] if text == raw[200][1].strip() else lengths
 
-    monkeypatch.setattr(counting, "_WORD_LENGTHS", (wrong_on_the_200th, "a wrong segmenter"))
+    monkeypatch.setattr(corpus_cache, "_WORD_LENGTHS", (wrong_on_the_200th, "a wrong segmenter"))
     recounted = _count(tmp_path, "recounted", raw)
     assert recounted["checks"]["counter"].startswith("jieba.cut (the faster segmenter differed")
     assert {k: recounted[k] for k in ("words", "raw", "bits")} == {k: reference[k] for k in ("words", "raw", "bits")}

@@ -23,7 +23,7 @@ AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per fam
 class AuxHeadsSettings:
     """`train.aux_heads.*`: a loss weight per auxiliary character head (0 = none), and where they predict.
 
-    Training only: model.aux_heads builds the heads, corpus.hanzi_labels their labels."""
+    Training only: model.aux_heads builds the heads, corpus.hanzi.hanzi_labels their labels."""
 
     syllable: float = 0.0
     tone: float = 0.0

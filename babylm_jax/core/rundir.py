@@ -22,7 +22,7 @@ from babylm_jax.core.atomic import is_leftover
 LOCK_FILE = ".lock"
 CONFIG = "config.json"  # the run's resolved config
 BUDGET = "budget.json"  # jieba word counts against the budget
-INPUTS = "inputs.json"  # what the run was started from: corpus files and tokenizer (corpus.run_inputs)
+INPUTS = "inputs.json"  # what the run was started from: corpus files and tokenizer (corpus.tokens.run_inputs)
 DATA_STATS = "data_stats.json"
 LEAKAGE = "leakage.json"  # evaluation items found in the training text (prepare --data_dir)
 UNK_AUDIT = "unk_audit.json"

@@ -38,7 +38,7 @@ from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREP
                                       WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.registry import get_task, task_names
-from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 
 TASK_NAMES = task_names("finetune")
 

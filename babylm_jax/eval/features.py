@@ -38,7 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from babylm_jax.core.families import family_spec
-from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 MIN_BUCKET = 8

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from babylm_jax.core.families import family_spec
 from babylm_jax.eval import clue, finetune_packing as packing
-from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
 from babylm_jax.tasks.registry import TaskSpec

@@ -30,7 +30,7 @@ from babylm_jax.core.vocab import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
 SPACE = "\u2581"
-SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokenizer fixes them
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokens.tokenizer fixes them
     f"{name}_token": (SPECIAL_PIECES[i], i) for name, i in SPECIAL_IDS.items()
 }
 

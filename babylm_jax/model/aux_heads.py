@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from babylm_jax.config.train import TrainConfig
-from babylm_jax.corpus import hanzi_labels
-from babylm_jax.corpus.hanzi_labels import FAMILIES, IGNORE
+from babylm_jax.corpus.hanzi import hanzi_labels
+from babylm_jax.corpus.hanzi.hanzi_labels import FAMILIES, IGNORE
 
 AUX_COLLECTION = "aux_heads"
 

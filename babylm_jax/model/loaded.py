@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 Params = Mapping[str, Any]  # the flax variables {"params": {...}}, host arrays

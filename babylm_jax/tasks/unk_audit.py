@@ -15,7 +15,7 @@ from babylm_jax.tasks.registry import task_of_folder
 
 
 class Tokenizer(Protocol):
-    """What the audit needs of a tokenizer (corpus.tokenizer.Tokenizer has it)."""
+    """What the audit needs of a tokenizer (corpus.tokens.tokenizer.Tokenizer has it)."""
 
     unk_id: int | None
 

@@ -58,7 +58,7 @@ def corpus_sentences(count: int, min_words: int = 8, max_words: int = 40) -> lis
     """The first `count` built-in corpus lines of `min_words`..`max_words` jieba words (no spaces)."""
     import jieba
 
-    from babylm_jax.corpus.builtin import builtin_files, strip_pos_tags
+    from babylm_jax.corpus.counting.builtin import builtin_files, strip_pos_tags
 
     jieba.setLogLevel(60)
     out = []

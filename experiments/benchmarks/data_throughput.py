@@ -25,11 +25,11 @@ from flax.linen import meta
 from conditions import Conditions
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.files import load_config_file
-from babylm_jax.corpus import cache_keys
-from babylm_jax.corpus import counting
-from babylm_jax.corpus import pipeline
-from babylm_jax.corpus import prepare
-from babylm_jax.corpus import token_cache
+from babylm_jax.corpus.counting import cache_keys
+from babylm_jax.corpus.counting import corpus_cache
+from babylm_jax.corpus.batches import pipeline
+from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus.tokens import token_cache
 from babylm_jax.core import workers
 from babylm_jax.config.data import DataConfig
 from babylm_jax.core.families import family_spec
@@ -83,12 +83,12 @@ def main() -> None:
     conditions.probe()
     start = time.perf_counter()
     data_config = DataConfig.from_config(config.data)
-    corpus = counting.count_corpus(data_config, workdir / "data")
+    corpus = corpus_cache.count_corpus(data_config, workdir / "data")
     count_s = time.perf_counter() - start
     words = int(corpus.doc_array("doc_words").sum())
     print(f"jieba count: {words:,} words in {count_s:.1f} s = {words / count_s:,.0f} words/s ({workers.num_workers(data_config.num_workers)} workers)")
 
-    prepared = prepare.prepare_corpus(RunConfig.from_config(config), workdir)  # trains the tokenizer, then tokenises
+    prepared = preparation.prepare_corpus(RunConfig.from_config(config), workdir)  # trains the tokenizer, then tokenises
     for finished in corpus.root.glob("tokens-*"):  # time the tokenisation alone, from scratch
         shutil.rmtree(finished)
     key = cache_keys.tokenizer_key(corpus.root.name, data_config.tokenizer, config.model.vocab_size)

@@ -52,7 +52,7 @@ import configs.base  # noqa: E402
 import configs.eval  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
 from conditions import Conditions  # noqa: E402
-from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
+from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import clue, finetune, finetune_packing as packing  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402

@@ -28,7 +28,8 @@ import time
 from conditions import Conditions
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus import pipeline, prepare
+from babylm_jax.corpus.batches import pipeline
+from babylm_jax.corpus.tokens import preparation
 from babylm_jax.training.metrics import flops as flops_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -64,9 +65,9 @@ def h100_steps_per_s(config, vocab_size: int) -> float:
 
 def measure(config, workdir: pathlib.Path, batches: int) -> dict:
     run = RunConfig.from_config(config)
-    prepare.prepare_corpus(run, workdir)  # tokenises for this family's framing where the cache lacks it
+    preparation.prepare_corpus(run, workdir)  # tokenises for this family's framing where the cache lacks it
     start = time.perf_counter()
-    prepared = prepare.prepare_corpus(run, workdir)
+    prepared = preparation.prepare_corpus(run, workdir)
     opened = time.perf_counter()
     data = pipeline.build_train_data(run, workdir, prepared=prepared)
     built = time.perf_counter()

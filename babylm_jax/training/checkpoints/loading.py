@@ -11,7 +11,7 @@ import orbax.checkpoint as ocp
 
 from babylm_jax.core import rundir
 from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
-from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.corpus.tokens.tokenizer import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training.checkpoints.run_config import load_config

@@ -17,9 +17,10 @@ from jax.experimental import multihost_utils
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.train import AUX_HEADS, DistributedConfig
-from babylm_jax.corpus.pipeline import TrainData, build_train_data
-from babylm_jax.corpus.prepare import open_prepared, prepare_corpus
-from babylm_jax.corpus import hanzi_labels, run_inputs
+from babylm_jax.corpus.batches.pipeline import TrainData, build_train_data
+from babylm_jax.corpus.tokens.preparation import open_prepared, prepare_corpus
+from babylm_jax.corpus.hanzi import hanzi_labels
+from babylm_jax.corpus.tokens import run_inputs
 from babylm_jax.model import attention, aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import rundir, writers

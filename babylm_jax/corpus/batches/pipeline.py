@@ -1,4 +1,4 @@
-"""Training data for the trainer: prepare when needed (prepare.py), then a grain iterator of packed batches.
+"""Training data for the trainer: prepare when needed (tokens/preparation.py), then a grain iterator of packed batches.
 
     data = build_train_data(run, workdir, process_index=p, process_count=P)   # run: a RunConfig
     batch = next(data.train_iterator)   # numpy dict, this process's rows of the global batch
@@ -22,12 +22,12 @@ import numpy as np
 
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.corpus import packing
+from babylm_jax.corpus.batches import packing
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.counting import CorpusCache
-from babylm_jax.corpus.prepare import PreparedCorpus, prepare_corpus
-from babylm_jax.corpus.token_cache import TokenCache
-from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.counting.corpus_cache import CorpusCache
+from babylm_jax.corpus.tokens.preparation import PreparedCorpus, prepare_corpus
+from babylm_jax.corpus.tokens.token_cache import TokenCache
+from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 
 EVAL_SPLIT_SEED = 20250101  # fixed: the held-out documents do not depend on train.seed
 

@@ -16,10 +16,10 @@ from babylm_jax.config.data import DataConfig
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
-from babylm_jax.corpus.cache_integrity import file_record, file_records
-from babylm_jax.corpus.sources import Source, list_sources
+from babylm_jax.corpus.counting.cache_integrity import file_record, file_records
+from babylm_jax.corpus.counting.sources import Source, list_sources
 
-STAMP = "fingerprint.txt"  # the tokenizer folder's cache stamp (corpus.prepare), not part of the tokenizer
+STAMP = "fingerprint.txt"  # the tokenizer folder's cache stamp (corpus.tokens.preparation), not part of the tokenizer
 _SHOWN = 3  # changes named in the refusal; the rest are counted
 FIX = "restore the inputs it was started from, or start a new --workdir"
 

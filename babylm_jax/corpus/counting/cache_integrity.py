@@ -3,7 +3,7 @@
     records = file_records(directory)          # at write time, into the cache's index.json
     damaged = problems(directory, records)     # at load time: {} or {file: what changed}
 
-A cache that fails the check is rebuilt by its owner (counting.py, token_cache.py), never
+A cache that fails the check is rebuilt by its owner (corpus_cache.py, tokens/token_cache.py), never
 read as it is.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The official word budget: report (budget.json) and enforcement.
 
 Words are `len(list(jieba.cut(document)))` summed over all documents of the corpus (jieba
-0.42.1, default mode), counted in worker processes by `counting.count_corpus` (with jieba's rule,
-exactly: corpus/segmenter.py), twice:
+0.42.1, default mode), counted in worker processes by `corpus_cache.count_corpus` (with jieba's rule,
+exactly: corpus/counting/segmenter.py), twice:
 `words_raw` on each source document as read (what a reviewer applying the official rule to
 the declared files gets: spaces and empty lines count as jieba words) and `words` on the
 normalised text that is trained on. The budget is enforced on the larger. The held-out
@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 
 from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.corpus.counting import CorpusCache
+from babylm_jax.corpus.counting.corpus_cache import CorpusCache
 
 
 class BudgetError(ValueError):

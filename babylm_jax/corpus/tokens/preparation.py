@@ -6,7 +6,7 @@
 the vocabulary size and the family (the documents' framing).
 
 Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with),
-the caches under `<workdir>/data/` (counting.py, token_cache.py) and `data/prepared.json`, which
+the caches under `<workdir>/data/` (counting/corpus_cache.py, token_cache.py) and `data/prepared.json`, which
 names them: the other processes of a multi-process run open the prepared caches from it
 (`open_prepared`) without reading the corpus's sources, which only process 0 needs.
 """
@@ -20,16 +20,16 @@ import shutil
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_dir, atomic_write_json
 from babylm_jax.core.jsonl import read_json
-from babylm_jax.corpus import budget
-from babylm_jax.corpus.hanzi_labels import check_head_labels
-from babylm_jax.corpus.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
+from babylm_jax.corpus.counting import budget
+from babylm_jax.corpus.hanzi.hanzi_labels import check_head_labels
+from babylm_jax.corpus.counting.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.counting import CorpusCache, count_corpus
+from babylm_jax.corpus.counting.corpus_cache import CorpusCache, count_corpus
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.progress import StageTimes
-from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
-from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
+from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
+from babylm_jax.corpus.tokens.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from babylm_jax.config.data import PACKINGS
 
 if TYPE_CHECKING:
-    from babylm_jax.corpus.token_cache import TokenCache
+    from babylm_jax.corpus.tokens.token_cache import TokenCache
 
 
 

@@ -297,7 +297,7 @@ def required_characters(setting: str, counts: dict[str, int]) -> list[str]:
 
 def part_symbols(characters: Iterable[str]) -> set[str]:
     """Radicals and parts of `characters` and the radical-block symbols (the `hanzi` extra's lexicon)."""
-    from babylm_jax.corpus.hanzi_lexicon import components  # the lexicon's packages only when asked for
+    from babylm_jax.corpus.hanzi.hanzi_lexicon import components  # the lexicon's packages only when asked for
 
     return components(characters)
 

@@ -12,7 +12,7 @@ HMM, its four states unrolled here with jieba's arithmetic and ties (`JiebaHMM`)
 
 Block and run results are remembered (both are pure functions of their text), in bounded tables.
 Where rjieba is not installed, or `data.word_counter="jieba"`, `jieba.cut` itself is used. The counting stage checks
-a sample of every shard against `jieba.cut` (counting.py); tests/test_segmenter.py compares the two on
+a sample of every shard against `jieba.cut` (corpus_cache.py); tests/test_segmenter.py compares the two on
 edge cases, random mixed texts and built-in documents, experiments/benchmarks/word_count_speed.py on
 every document of our corpora.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from babylm_jax.corpus.words import init_jieba
+from babylm_jax.corpus.counting.words import init_jieba
 
 _CJK_ONLY = re.compile("[\u4E00-\u9FD5]+")
 _MEMO_ENTRIES = 1 << 19  # per table; a table that fills is emptied (results never change, only speed)

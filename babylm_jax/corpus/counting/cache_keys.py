@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from babylm_jax.corpus import sources as corpus
+from babylm_jax.corpus.counting import sources as corpus
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.core.vocab import Framing
 

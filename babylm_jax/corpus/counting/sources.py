@@ -26,7 +26,7 @@ import pathlib
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from babylm_jax.corpus import builtin
+from babylm_jax.corpus.counting import builtin
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import DataConfig
