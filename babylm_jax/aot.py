@@ -24,7 +24,7 @@ from absl import flags
 
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core import outputs
+from babylm_jax.core.storage import outputs
 
 COMMAND = cli.Command("aot", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/hybrid_100m.py.")

@@ -31,7 +31,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import outputs, remote, rundir
+from babylm_jax.core.storage import outputs, remote, rundir
 from babylm_jax.eval import session
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings

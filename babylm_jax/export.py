@@ -20,8 +20,8 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core import outputs, remote, rundir
-from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.storage import outputs, remote, rundir
+from babylm_jax.core.reading.jsonl import read_json
 
 COMMAND = cli.Command("export", __doc__)
 _CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")

@@ -17,16 +17,16 @@ from typing import Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.core.progress import StageTimes
+from babylm_jax.core.storage.atomic import atomic_write_json
+from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import unk_audit
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.tokens import run_inputs
 from babylm_jax.corpus.tokens.preparation import prepare_corpus
-from babylm_jax.core import rundir
-from babylm_jax.core.remote import RunPlace
-from babylm_jax.core.rundir import checkpoint_steps, workdir_lock
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.remote import RunPlace
+from babylm_jax.core.storage.rundir import checkpoint_steps, workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__, on_stop="the shards counted and tokenised so far are kept; run the same "
                       "command to go on from them")

@@ -10,7 +10,7 @@ import argparse
 import json
 import pathlib
 
-from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.storage.atomic import atomic_write_text
 from babylm_jax.corpus.tokens.tokenizer import load_tokenizer
 
 TASKS = ("hanzi_structure", "hanzi_pinyin", "zhoblimp")

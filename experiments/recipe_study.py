@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.storage.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.training.metrics import flops

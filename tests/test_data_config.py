@@ -8,7 +8,7 @@ from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus.counting import cache_keys
 from babylm_jax.corpus.tokens import preparation
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from fixtures.data import synthetic
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "configs").glob("*.py"))

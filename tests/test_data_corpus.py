@@ -11,7 +11,7 @@ import pytest
 from babylm_jax.corpus.counting import builtin
 from babylm_jax.corpus.counting import sources as corpus
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.text import Normalizer
+from babylm_jax.core.reading.text import Normalizer
 from fixtures.data import synthetic
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from babylm_jax.config.data import TokenizerConfig
-from babylm_jax.core.vocab import Framing
+from babylm_jax.core.registries.vocab import Framing
 from babylm_jax.corpus.tokens import token_cache
 from babylm_jax.corpus.counting import words
 from babylm_jax.corpus.tokens import tokenizer as tok

@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.core.registries.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402

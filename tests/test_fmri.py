@@ -11,7 +11,7 @@ import pytest
 import scipy.io
 import scipy.stats
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.eval import cogbench, features, fmri, ridge
 from babylm_jax.tools import fmri_synth

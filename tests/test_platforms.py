@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.core import platforms
+from babylm_jax.core.host import platforms
 
 REPO = pathlib.Path(__file__).parents[1]
 LIBTPU_LINES = ("libtpu", "TPU_", "E0000", "InitGoogle")  # what libtpu prints when it starts on a CPU host

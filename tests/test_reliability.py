@@ -48,14 +48,14 @@ from fixtures.cli import user_error
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
-from babylm_jax.core import atomic
+from babylm_jax.core.storage import atomic
 from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib
 from babylm_jax.eval import minimal_pairs
 from babylm_jax.corpus.tokens.preparation import prepare_corpus
 from babylm_jax.training.checkpoints import checkpoint
 from babylm_jax.training.loop import trainer
 from babylm_jax.training.checkpoints.run_config import load_config
-from babylm_jax.core.rundir import WorkdirError, workdir_lock
+from babylm_jax.core.storage.rundir import WorkdirError, workdir_lock
 
 
 def read_train_losses(workdir) -> list[tuple[int, float]]:
@@ -216,7 +216,7 @@ def test_atomic_files_and_folders_take_the_users_umask(tmp_path):
 
 WORKERS_SCRIPT = """
 import os, sys, time
-from babylm_jax.core.workers import run_tasks
+from babylm_jax.core.host.workers import run_tasks
 
 def record_and_wait(path):
     with open(path, "a") as f:

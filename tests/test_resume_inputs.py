@@ -17,7 +17,7 @@ from fixtures.data import synthetic
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
-from babylm_jax.core import rundir
+from babylm_jax.core.storage import rundir
 from babylm_jax.training.loop import trainer
 
 

@@ -12,8 +12,8 @@ from conftest import tiny_config
 from fixtures.fake_gcs import fake_gcs
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core import rundir as rundir_lib
-from babylm_jax.core.remote import RunPlace
+from babylm_jax.core.storage import rundir as rundir_lib
+from babylm_jax.core.storage.remote import RunPlace
 from babylm_jax.corpus.batches import pipeline
 from babylm_jax.training.checkpoints import checkpoint, loading, run_config
 from babylm_jax.training.loop import evaluator, run, summary, trainer

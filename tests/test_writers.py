@@ -13,7 +13,7 @@ from fixtures.cli import user_error
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.train import WandbConfig
 from babylm_jax import evaluate, train
-from babylm_jax.core import rundir, writers
+from babylm_jax.core.storage import rundir, writers
 from babylm_jax.training.loop import trainer
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.text import Normalizer
+from babylm_jax.core.reading.text import Normalizer
 
 KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
 WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/counting/segmenter.py)

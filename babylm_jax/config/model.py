@@ -10,8 +10,8 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.attention_backends import attention_kinds
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.attention_backends import attention_kinds
+from babylm_jax.core.registries.families import family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
@@ -23,7 +23,7 @@ MLPS = ("swiglu", "gelu")  # model.mlp
 class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`."""
 
-    family: str = "causal"  # a key of core.families.FAMILY_SPECS
+    family: str = "causal"  # a key of core.registries.families.FAMILY_SPECS
     vocab_size: int = 6000
     d_model: int = 128
     num_layers: int = 4
@@ -38,7 +38,7 @@ class ModelConfig:
     remat: str = "none"
     dtype: str = "float32"
     attention: str = "auto"  # "auto" (resolved per platform: model.attention.resolve) or a key of
-    # core.attention_backends.ATTENTION_BACKENDS
+    # core.registries.attention_backends.ATTENTION_BACKENDS
     residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
 
     @classmethod

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from babylm_jax.config.typed import Rule, at_least
-from babylm_jax.core.families import family_spec
-from babylm_jax.core.writers import WANDB_MODES, WRITERS
+from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.storage.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
@@ -37,7 +37,7 @@ class AuxHeadsSettings:
                 ("position", self.position in AUX_POSITIONS, f"must be one of {AUX_POSITIONS}")]
 
     def position_for(self, family: str) -> str:
-        """Where the heads predict for a model of `family`: "auto" is the family's (core.families)."""
+        """Where the heads predict for a model of `family`: "auto" is the family's (core.registries.families)."""
         return family_spec(family).aux_position if self.position == "auto" else self.position
 
 

@@ -1,1 +1,1 @@
-"""Atomic writes, JSON, worker pools, progress, the run directory, vocabulary and framing."""
+"""The floor every room stands on: storage/ (files and workdirs), reading/, registries/ (families, attention backends), host/."""

@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from babylm_jax.core.families import family_spec
-from babylm_jax.core.jsonl import read_json, read_jsonl
+from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.reading.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, FINETUNE_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
                                       WSC_TARGET, RowFields)
 from babylm_jax.tasks import layout

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 

@@ -36,7 +36,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.eval import clue, finetune_packing as packing
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from babylm_jax.core.families import family_spec
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.reading.jsonl import read_jsonl
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval import scoring

@@ -27,7 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm import tqdm
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.model.loaded import Params
 from babylm_jax.model.transformer import Transformer
 

@@ -15,8 +15,8 @@ import pathlib
 from typing import Any, Callable, Sequence
 
 from babylm_jax.config.cli import Stopped
-from babylm_jax.core import rundir
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.eval import finetune_config, milestone_curves, runner, scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog

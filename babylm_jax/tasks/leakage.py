@@ -16,11 +16,11 @@ from typing import Iterator
 import numpy as np
 import tqdm
 
-from babylm_jax.core.text import Normalizer
+from babylm_jax.core.reading.text import Normalizer
 from babylm_jax.tasks import layout
-from babylm_jax.core.jsonl import read_json, read_jsonl
+from babylm_jax.core.reading.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.registry import official_clue_task, text_fields
-from babylm_jax.core.workers import chunks_by_chars
+from babylm_jax.core.host.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pathlib
 from typing import Protocol, Sequence
 
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.reading.jsonl import read_jsonl
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.formats import pair_fields
 from babylm_jax.tasks.registry import task_of_folder

@@ -34,7 +34,7 @@ import scipy.io
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.atomic import atomic_dir, atomic_write_text
+from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval import cogbench, fmri, ridge
 from babylm_jax.eval.settings import default_settings
 

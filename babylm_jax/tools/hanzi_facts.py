@@ -31,7 +31,7 @@ import tqdm
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.core.storage.atomic import atomic_dir
 from babylm_jax.corpus.hanzi import hanzi_lexicon
 from babylm_jax.corpus.counting import words
 from babylm_jax.corpus.hanzi.hanzi_lexicon import CharInfo, Lexicon

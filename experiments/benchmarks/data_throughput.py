@@ -30,9 +30,9 @@ from babylm_jax.corpus.counting import corpus_cache
 from babylm_jax.corpus.batches import pipeline
 from babylm_jax.corpus.tokens import preparation
 from babylm_jax.corpus.tokens import token_cache
-from babylm_jax.core import workers
+from babylm_jax.core.host import workers
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer

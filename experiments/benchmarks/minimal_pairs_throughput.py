@@ -39,7 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config.files import load_config_file  # noqa: E402
-from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.core.registries.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402

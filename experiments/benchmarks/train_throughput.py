@@ -50,7 +50,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
+from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training.metrics import flops, peaks  # noqa: E402
 from babylm_jax.training.step import optim, sharding, state as state_lib, train_step

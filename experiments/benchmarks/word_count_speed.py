@@ -27,7 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 from conditions import Conditions  # noqa: E402
 from prepare_scale import base_documents  # noqa: E402
-from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.core.storage.atomic import atomic_write_json  # noqa: E402
 from babylm_jax.corpus.counting import segmenter  # noqa: E402
 
 

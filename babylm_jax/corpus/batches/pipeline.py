@@ -20,8 +20,8 @@ from typing import Any
 import grain
 import numpy as np
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write_json
 from babylm_jax.corpus.batches import packing
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache

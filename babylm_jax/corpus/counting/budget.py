@@ -14,7 +14,7 @@ import pathlib
 
 import numpy as np
 
-from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.storage.atomic import atomic_write_json
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from babylm_jax.corpus.counting import sources as corpus
 from babylm_jax.config.data import DataConfig, TokenizerConfig
-from babylm_jax.core.vocab import Framing
+from babylm_jax.core.registries.vocab import Framing
 
 CACHE_VERSION = 1
 

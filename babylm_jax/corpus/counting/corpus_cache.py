@@ -29,13 +29,13 @@ from typing import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from babylm_jax.core.atomic import atomic_dir, atomic_write_json
+from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.corpus.counting import sources as corpus
 from babylm_jax.corpus.counting import segmenter, words
 from babylm_jax.corpus.counting.cache_integrity import file_records, problems
 from babylm_jax.corpus.counting.cache_keys import corpus_key
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.workers import chunks_by_chars, num_workers, run_tasks
+from babylm_jax.core.host.workers import chunks_by_chars, num_workers, run_tasks
 
 
 CHECK_EVERY = 200  # every 200th document of a shard counted by the faster segmenter is checked against jieba.cut

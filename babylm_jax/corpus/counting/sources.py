@@ -10,7 +10,7 @@ pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
 sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
-`core.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
+`core.reading.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
 the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
 per file and kind of problem (a file that is not UTF-8 with a guess at its encoding). The NUL

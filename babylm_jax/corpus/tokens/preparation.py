@@ -17,17 +17,17 @@ import os
 import pathlib
 import shutil
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_dir, atomic_write_json
-from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
+from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.corpus.counting import budget
 from babylm_jax.corpus.hanzi.hanzi_labels import check_head_labels
 from babylm_jax.corpus.counting.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache, count_corpus
-from babylm_jax.core.families import family_spec
-from babylm_jax.core.progress import StageTimes
+from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
 from babylm_jax.corpus.tokens.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)

@@ -13,9 +13,9 @@ import os
 import pathlib
 
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.core.jsonl import read_json
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write_json
+from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.corpus.counting.cache_integrity import file_record, file_records
 from babylm_jax.corpus.counting.sources import Source, list_sources
 

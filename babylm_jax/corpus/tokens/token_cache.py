@@ -22,12 +22,12 @@ import shutil
 import numpy as np
 from absl import logging
 
-from babylm_jax.core.atomic import atomic_dir, atomic_write_json
+from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.corpus.counting.cache_integrity import file_records, problems
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache
-from babylm_jax.core.vocab import Framing
+from babylm_jax.core.registries.vocab import Framing
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer, load_tokenizer
-from babylm_jax.core.workers import num_workers, run_tasks
+from babylm_jax.core.host.workers import num_workers, run_tasks
 
 _TOKENIZERS: dict[str, Tokenizer] = {}
 

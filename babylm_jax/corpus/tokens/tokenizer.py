@@ -20,10 +20,10 @@ import numpy as np
 import sentencepiece as spm
 
 from babylm_jax.config.data import PARTS_SETTING
-from babylm_jax.core.atomic import atomic_write_bytes
-from babylm_jax.core.jsonl import read_json
-from babylm_jax.core.progress import elapsed
-from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_PIECES, UNK_ID
+from babylm_jax.core.storage.atomic import atomic_write_bytes
+from babylm_jax.core.reading.jsonl import read_json
+from babylm_jax.core.host.progress import elapsed
+from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_PIECES, UNK_ID
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import TokenizerConfig

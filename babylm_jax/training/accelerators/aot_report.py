@@ -25,8 +25,8 @@ from jax._src.lib import cuda_versions
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.train import MeshConfig
-from babylm_jax.core.atomic import atomic_write_text
-from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
+from babylm_jax.core.storage.atomic import atomic_write_text
+from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training.accelerators import compiled, gpu_targets
 from babylm_jax.training.metrics import flops

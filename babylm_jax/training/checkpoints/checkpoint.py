@@ -11,7 +11,7 @@ resumes from the newest checkpoint that reads back whole (`Checkpointer.restore_
 config.json is checked before (`run_config.check_config`) and written only after that restore.
 A trained model is loaded for evaluation and export by `loading.load_for_eval`.
 The checkpoint folders may be on a remote filesystem (`root` a gs:// or other `etils.epath` URL,
-see core.remote): orbax and tensorstore write there themselves.
+see core.storage.remote): orbax and tensorstore write there themselves.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from etils import epath
 import tensorstore as ts
 from absl import logging
 
-from babylm_jax.core import remote, rundir
+from babylm_jax.core.storage import remote, rundir
 from babylm_jax.training.checkpoints import disk_space
 from babylm_jax.training.step.state import TrainState
 

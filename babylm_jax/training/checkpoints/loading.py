@@ -9,8 +9,8 @@ import os
 import jax
 import orbax.checkpoint as ocp
 
-from babylm_jax.core import rundir
-from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.rundir import WorkdirError, checkpoint_steps, reading
 from babylm_jax.corpus.tokens.tokenizer import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.loaded import LoadedModel

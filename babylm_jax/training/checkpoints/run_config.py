@@ -17,10 +17,10 @@ from etils import epath
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.train import TrainConfig
 from babylm_jax.config.typed import defaults
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.core.jsonl import read_json
-from babylm_jax.core.rundir import checkpoint_steps
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write_json
+from babylm_jax.core.reading.jsonl import read_json
+from babylm_jax.core.storage.rundir import checkpoint_steps
 from babylm_jax.training.step import optim
 from babylm_jax.training.checkpoints.checkpoint import CheckpointError
 

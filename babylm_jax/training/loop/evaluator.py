@@ -9,7 +9,7 @@ import math
 import time
 from typing import Any
 
-from babylm_jax.core import writers
+from babylm_jax.core.storage import writers
 from babylm_jax.training.accelerators.compiled import StepPrograms, device_arrays
 from babylm_jax.training.loop.run import Run
 from babylm_jax.training.loop.task_curves import TaskCurves

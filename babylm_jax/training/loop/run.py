@@ -3,7 +3,7 @@
     model, mesh, optimizer = checked_parts(config)   # config: the typed RunConfig; nothing touched yet
     run = setup_run(config, place, model, mesh, optimizer)   # everything the loop needs
 
-`place` (core.remote.RunPlace) is where the run lives: a local workdir, or a remote one (gs://...)
+`place` (core.storage.remote.RunPlace) is where the run lives: a local workdir, or a remote one (gs://...)
 with this host's mirror of its files; process 0 prepares the data, the others open what it prepared.
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ from babylm_jax.corpus.hanzi import hanzi_labels
 from babylm_jax.corpus.tokens import run_inputs
 from babylm_jax.model import attention, aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.core import rundir, writers
-from babylm_jax.core.remote import RunPlace
-from babylm_jax.core.rundir import checkpoint_steps
+from babylm_jax.core.storage import rundir, writers
+from babylm_jax.core.storage.remote import RunPlace
+from babylm_jax.core.storage.rundir import checkpoint_steps
 from babylm_jax.training.step import optim, sharding
 from babylm_jax.training.metrics.metrics_file import trim_metrics
 from babylm_jax.training.checkpoints.checkpoint import Checkpointer

@@ -12,9 +12,9 @@ import shlex
 
 from etils import epath
 
-from babylm_jax.core import remote, rundir, writers
-from babylm_jax.core.atomic import atomic_write_json
-from babylm_jax.core.remote import RunPlace
+from babylm_jax.core.storage import remote, rundir, writers
+from babylm_jax.core.storage.atomic import atomic_write_json
+from babylm_jax.core.storage.remote import RunPlace
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training.accelerators.compiled import StepPrograms
 from babylm_jax.training.loop.evaluator import RunEvaluator

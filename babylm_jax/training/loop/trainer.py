@@ -18,9 +18,9 @@ import jax
 from tqdm import tqdm
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core import rundir, writers
-from babylm_jax.core.remote import RunPlace
-from babylm_jax.core.rundir import workdir_lock
+from babylm_jax.core.storage import rundir, writers
+from babylm_jax.core.storage.remote import RunPlace
+from babylm_jax.core.storage.rundir import workdir_lock
 from babylm_jax.training.accelerators.compiled import StepPrograms, curriculum_lengths, device_arrays
 from babylm_jax.training.checkpoints.milestones import WordMilestones
 from babylm_jax.training.loop.evaluator import RunEvaluator, eval_params

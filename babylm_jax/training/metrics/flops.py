@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.registries.families import family_spec
 
 
 def matmul_params(c: ModelConfig) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import os
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write
 
 
 def plot_learning_curves(workdir: str) -> str:

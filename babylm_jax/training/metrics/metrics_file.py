@@ -5,8 +5,8 @@ import json
 import os
 from typing import Any
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write_text
 
 
 class MetricsWriter:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID, Framing
+from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID, Framing
 
 DECODER = Framing(BOS_ID, EOS_ID, causal=True)
 ENCODER = Framing(CLS_ID, SEP_ID, causal=False)

@@ -21,8 +21,8 @@ import secrets
 import time
 from typing import Any, Mapping, Protocol, Sequence
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write, atomic_write_json
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write, atomic_write_json
 
 WRITERS = ("jsonl", "tensorboard", "wandb")
 EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # writer -> its package and setup.py extra

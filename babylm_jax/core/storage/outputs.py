@@ -20,8 +20,8 @@ import shutil
 import tempfile
 from typing import Iterator, Mapping
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import is_leftover
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import is_leftover
 
 # The paths of a run directory that train and prepare write and the other commands read.
 RUN_OWNED = (rundir.CHECKPOINTS, rundir.MILESTONES, rundir.DATA, rundir.TOKENIZER, rundir.CONFIG, rundir.BUDGET,

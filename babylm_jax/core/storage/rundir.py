@@ -17,7 +17,7 @@ import pathlib
 import shutil
 from typing import Iterator
 
-from babylm_jax.core.atomic import is_leftover
+from babylm_jax.core.storage.atomic import is_leftover
 
 LOCK_FILE = ".lock"
 CONFIG = "config.json"  # the run's resolved config
@@ -52,7 +52,7 @@ def local_path(path: str | os.PathLike, option: str) -> str:
     """`path`, refused (WorkdirError) when it names a remote filesystem (gs://, s3://, ...), for the
     options that write or read local folders only (--output, --data_dir): such a path would
     otherwise become a folder named "gs:" on this host's disk. (--workdir takes remote paths,
-    see core.remote.)"""
+    see core.storage.remote.)"""
     text = os.fspath(path)
     if "://" in text:
         raise WorkdirError(f"{option}={text}: a remote path ({text.split('://')[0]}://) is taken by --workdir only; "
@@ -150,7 +150,7 @@ def find_results(folder: str | os.PathLike) -> pathlib.Path | None:
 
 def checkpoint_steps(workdir: str) -> dict[int, str]:
     """step -> the directory (milestones/ or checkpoints/) holding its checkpoint; `workdir` a local
-    folder or a remote workdir's URL (core.remote)."""
+    folder or a remote workdir's URL (core.storage.remote)."""
     from etils import epath  # orbax's dependency (lists gs:// and local folders alike); 85 ms, so imported here
 
     roots = [epath.Path(workdir) / sub for sub in (MILESTONES, CHECKPOINTS)]

@@ -1,8 +1,8 @@
-"""The special ids and how a text is wrapped in them (each family's framing: `core.families`).
+"""The special ids and how a text is wrapped in them (each family's framing: `core.registries.families`).
 
 Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
 
-Every consumer takes its family's framing from `core.families`, so a model never meets at
+Every consumer takes its family's framing from `core.registries.families`, so a model never meets at
 evaluation an input embedding it did not train: the token cache (training documents),
 minimal-pair scoring, fMRI features, CLUE fine-tuning inputs and the exported Hugging Face
 tokenizer's templates.

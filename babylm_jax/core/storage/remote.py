@@ -27,8 +27,8 @@ import socket
 import urllib.parse
 from typing import Any, BinaryIO
 
-from babylm_jax.core import rundir
-from babylm_jax.core.atomic import atomic_write, is_leftover
+from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage.atomic import atomic_write, is_leftover
 
 FILE_LIST = ".babylm_files.json"  # in the remote workdir: what the mirror pushed
 LOCAL_ONLY = (rundir.LOCK_FILE, rundir.WANDB)  # never leave the host: the lock, W&B's own folder (W&B uploads it)

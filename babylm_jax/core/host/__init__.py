@@ -1,0 +1,1 @@
+"""How a command runs on this host: the JAX platforms it tries, pools of worker processes, progress lines."""

@@ -1,0 +1,1 @@
+"""Reading user files: JSON and JSON Lines with errors naming file and line, and text normalisation."""
