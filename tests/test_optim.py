@@ -9,9 +9,9 @@ import optax
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.config import train as train_schema
+from babylm_jax.config import training as train_schema
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.eval import finetune
 from babylm_jax.training.step import optim
 from babylm_jax.training.step.state import build_model

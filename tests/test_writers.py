@@ -11,7 +11,7 @@ from fixtures import wandb_log
 from fixtures.cli import user_error
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import WandbConfig
+from babylm_jax.config.training import WandbConfig
 from babylm_jax import evaluate, train
 from babylm_jax.core.storage import rundir, writers
 from babylm_jax.training.loop import trainer

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pathlib
 from typing import Mapping, Sequence
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.core.storage import writers
 

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.corpus.hanzi import hanzi_labels
 from babylm_jax.corpus.hanzi.hanzi_labels import FAMILIES, IGNORE
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from babylm_jax.config.train import AUX_HEADS, AuxHeadsSettings
+from babylm_jax.config.training import AUX_HEADS, AuxHeadsSettings
 from babylm_jax.corpus.hanzi import hanzi_lexicon
 
 FAMILIES = AUX_HEADS  # the heads, in order (config.train holds the enum)

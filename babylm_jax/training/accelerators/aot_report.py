@@ -24,7 +24,7 @@ import numpy as np
 from jax._src.lib import cuda_versions
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import MeshConfig
+from babylm_jax.config.training import MeshConfig
 from babylm_jax.core.storage.atomic import atomic_write_text
 from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import jax
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.training.step import sharding
 from babylm_jax.training.step.curricula import seq_len_at
 

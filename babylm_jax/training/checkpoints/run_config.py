@@ -15,7 +15,7 @@ from typing import Any
 from etils import epath
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.config.typed import defaults
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.storage.atomic import atomic_write_json

@@ -16,7 +16,7 @@ import optax
 from jax.experimental import multihost_utils
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import AUX_HEADS, DistributedConfig
+from babylm_jax.config.training import AUX_HEADS, DistributedConfig
 from babylm_jax.corpus.batches.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.tokens.preparation import open_prepared, prepare_corpus
 from babylm_jax.corpus.hanzi import hanzi_labels

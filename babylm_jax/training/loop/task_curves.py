@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.eval import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks

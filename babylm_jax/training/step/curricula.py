@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 
 
 def seq_len_at(train: TrainConfig, step: int) -> int:

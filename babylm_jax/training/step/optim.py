@@ -12,7 +12,7 @@ from __future__ import annotations
 from absl import logging
 import optax
 
-from babylm_jax.config.train import TrainConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.model.transformer import weight_decay_mask
 
 OPTAX_OPTIMIZERS = {"adamw": optax.adamw, "lamb": optax.lamb}  # config.train.OPTIMIZERS, by name

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from babylm_jax.config.train import MeshConfig
+from babylm_jax.config.training import MeshConfig
 
 BATCH_AXES = ("data", "fsdp")
 

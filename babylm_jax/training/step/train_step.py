@@ -16,7 +16,7 @@ import optax
 
 from babylm_jax.config.data import DataConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.train import MeshConfig
+from babylm_jax.config.training import MeshConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer
