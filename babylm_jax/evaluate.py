@@ -82,7 +82,7 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
               f"copy {place.local}", flush=True)
     workdir = pathlib.Path(place.local)
     output = session.check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
-    outputs.check_output(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
+    outputs.check_output_path(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
     outputs.check_writable(output.parent, "--output")  # before the model is loaded
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
@@ -99,9 +99,9 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
     from babylm_jax.training.checkpoints.loading import load_for_eval  # the heavy import, after the cheap checks
-    from babylm_jax.training.checkpoints.run_config import load_config
+    from babylm_jax.training.checkpoints.run_config import load_run_config
 
-    run_log = RunLog(workdir, load_config(str(workdir)).train) if settings.log_to_run else None
+    run_log = RunLog(workdir, load_run_config(str(workdir)).train) if settings.log_to_run else None
     metrics = {spec.name: spec.metric for spec in specs}
 
     evaluation = session.Evaluation(workdir, data_dir, specs, skipped, settings, {

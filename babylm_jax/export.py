@@ -49,7 +49,7 @@ def export(run: str | pathlib.Path, output: pathlib.Path, step: int | None = Non
         raise FileNotFoundError(f"--workdir {run} does not exist")
     place = remote.readable_run(run, rundir.READ_BY_EVALUATION)
     workdir = pathlib.Path(place.local)
-    output = outputs.check_output(output, "--output", run=workdir, inside_run="hf")
+    output = outputs.check_output_path(output, "--output", run=workdir, inside_run="hf")
     outputs.check_writable(output.parent, "--output")  # the export is built beside it, then renamed
     with outputs.output_lock(output, "export"):
         outputs.remove_temporaries(output.parent, of=output.name)  # of an export killed mid-write

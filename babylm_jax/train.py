@@ -35,7 +35,7 @@ def main(argv: Sequence[str]) -> dict:
     from babylm_jax.training.accelerators import backend  # the heavy imports, after the options are checked
     from babylm_jax.training.loop import preemption, trainer
 
-    print(f"train: {backend.describe(config)}", flush=True)
+    print(f"train: {backend.describe_backend(config)}", flush=True)
     notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work
     if notice:
         print(f"train: {notice}", flush=True)

@@ -15,7 +15,8 @@ from conftest import tiny_config  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax import train  # noqa: E402
 from babylm_jax.corpus.hanzi import hanzi_labels, hanzi_lexicon  # noqa: E402
-from babylm_jax.corpus.hanzi.hanzi_labels import FAMILIES, IGNORE  # noqa: E402
+from babylm_jax.config.training import AUX_HEADS  # noqa: E402
+from babylm_jax.corpus.hanzi.hanzi_labels import IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
 from babylm_jax.training.checkpoints import loading  # noqa: E402
 from babylm_jax.training.loop import trainer
@@ -25,15 +26,15 @@ PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时
 
 
 def _class(family, table, row):
-    return hanzi_labels.inventories()[family][table[row, FAMILIES.index(family)]]
+    return hanzi_labels.inventories()[family][table[row, AUX_HEADS.index(family)]]
 
 
 def test_labels_of_a_fixture_vocabulary():
     table = hanzi_labels.label_table(PIECES, rows=12)
-    assert table.shape == (12, len(FAMILIES)) and table.dtype == np.int32
-    assert [_class(f, table, 1) for f in FAMILIES] == ["bàn", 4, "b", "an", "亻"]
-    assert [_class(f, table, 2) for f in FAMILIES][:4] == ["bàn", 4, "b", "an"]  # ▁ before a hanzi
-    assert [_class(f, table, 8) for f in FAMILIES][:4] == ["shí", 2, "sh", "i"]
+    assert table.shape == (12, len(AUX_HEADS)) and table.dtype == np.int32
+    assert [_class(f, table, 1) for f in AUX_HEADS] == ["bàn", 4, "b", "an", "亻"]
+    assert [_class(f, table, 2) for f in AUX_HEADS][:4] == ["bàn", 4, "b", "an"]  # ▁ before a hanzi
+    assert [_class(f, table, 8) for f in AUX_HEADS][:4] == ["shí", 2, "sh", "i"]
     # specials, Latin, a two-hanzi BPE piece, bytes, punctuation, a radical outside the basic
     # block and the padding rows up to the model's vocabulary: no label in any column
     assert (table[[0, 3, 4, 5, 6, 7, 9, 10, 11]] == IGNORE).all()
@@ -57,7 +58,7 @@ def test_loss_and_mask_match_a_loop_over_positions():
     logits = objective.module.apply({"params": params[aux_heads.AUX_COLLECTION]}, hidden.reshape(10, 8))
     expected_total = 0.0
     for name, weight in objective.config.weights:
-        column, ce, correct, count = FAMILIES.index(name), 0.0, 0, 0
+        column, ce, correct, count = AUX_HEADS.index(name), 0.0, 0, 0
         for n, token in enumerate(np.asarray(ids).reshape(-1)):
             label = objective.labels_VxF[token, column]
             if label == IGNORE or not np.asarray(weights).reshape(-1)[n]:
@@ -99,7 +100,7 @@ def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_d
     from babylm_jax.training.step.state import boxed_init_fn, build_model
     from babylm_jax.training.step import optim
     plain_run = RunConfig.from_config(config)
-    model, optimizer = build_model(plain_run.model), optim.make_optimizer(plain_run.train)
+    model, optimizer = build_model(plain_run.model), optim.make_train_optimizer(plain_run.train)
     plain = boxed_init_fn(plain_run, model, optimizer)(jax.random.key(0)).params
     config.train.aux_heads.tone = 0.3
     run = RunConfig.from_config(config)

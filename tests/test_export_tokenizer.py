@@ -73,7 +73,7 @@ def test_transformers_tokenizer_templates(ours, tmp_path):
     for family in ("causal", "mlm"):
         directory = tmp_path / family
         directory.mkdir()
-        for name, text in fast_tokenizer.tokenizer_files(ours, family, max_len=64).items():
+        for name, text in fast_tokenizer.tokenizer_texts(ours, family, max_len=64).items():
             (directory / name).write_text(text, encoding="utf-8")
         hf = transformers.AutoTokenizer.from_pretrained(directory)
         assert hf.is_fast

@@ -45,7 +45,7 @@ def step_stats(family: str) -> dict:
     config.model.norm = "layernorm"
     config.train.update(warmup_steps=0, weight_decay=0.1, learning_rate=1e-2)
     config = RunConfig.from_config(config)
-    model, optimizer = build_model(config.model), optim.make_optimizer(config.train)
+    model, optimizer = build_model(config.model), optim.make_train_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     batch = _batch()
     loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), masking=MASKING,  # noqa: E731

@@ -75,7 +75,7 @@ def test_finetuning_decays_every_parameter_as_torch_adamw_does():
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_weight_decay_reaches_matmul_kernels_only(name, scan_layers):
     params = _model_params(scan_layers)
-    optimizer = optim.make_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
+    optimizer = optim.make_train_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
     decayed = _decayed_leaves(optimizer, params)
     kernels = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
                if jax.tree_util.keystr(p).endswith("['kernel']")}

@@ -54,7 +54,7 @@ from babylm_jax.eval import minimal_pairs
 from babylm_jax.corpus.tokens.preparation import prepare_corpus
 from babylm_jax.training.checkpoints import checkpoint
 from babylm_jax.training.loop import trainer
-from babylm_jax.training.checkpoints.run_config import load_config
+from babylm_jax.training.checkpoints.run_config import load_run_config
 from babylm_jax.core.storage.rundir import WorkdirError, workdir_lock
 
 
@@ -151,7 +151,7 @@ def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_cor
     config.train.update(warmup_steps=3, num_steps=10, allow_schedule_change=True)
     summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     assert summary["steps"] == 10
-    assert load_config(str(workdir)).train.num_steps == 10
+    assert load_run_config(str(workdir)).train.num_steps == 10
 
 
 def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):

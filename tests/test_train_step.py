@@ -23,7 +23,7 @@ def _setup(tmp_path, **train):
     config.train.update(warmup_steps=0, **train)  # a real update at step 0
     config = RunConfig.from_config(config)
     model = build_model(config.model)
-    optimizer = optim.make_optimizer(config.train)
+    optimizer = optim.make_train_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     return config, model, optimizer, state
 
@@ -105,7 +105,7 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
     config.train.update(warmup_steps=0, weight_decay=0.5, learning_rate=1e-2)
     run_config = RunConfig.from_config(config)
     looped_model = build_model(run_config.model)
-    optimizer = optim.make_optimizer(run_config.train)
+    optimizer = optim.make_train_optimizer(run_config.train)
     looped = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(run_config, looped_model, optimizer)(rng)))(
         jax.random.key(0))
     config.model.scan_layers = True

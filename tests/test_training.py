@@ -150,7 +150,7 @@ def test_fsdp_shards_parameters(tiny_corpus_dir):
     config.mesh.update(num_devices=8, fsdp=4)
     config = RunConfig.from_config(config)
     model = build_model(config.model)
-    init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
+    init = boxed_init_fn(config, model, optim.make_train_optimizer(config.train))
     mesh = sharding.make_mesh(config.mesh)
     shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
     spec = shardings.params["params"]["layers_0"]["mlp"]["gate_up"]["kernel"].spec
@@ -241,11 +241,11 @@ def test_unknown_override_on_the_command_line_is_refused(tmp_path):
 def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp_path):
     """A run that failed before its first checkpoint (say, a wrong corpus path) can be fixed and rerun."""
     config = tiny_config(tiny_corpus_dir)
-    run_config.write_config(str(tmp_path), RunConfig.from_config(config))
+    run_config.write_run_config(str(tmp_path), RunConfig.from_config(config))
     config.model.d_model = 64
     run_config.check_config(str(tmp_path), RunConfig.from_config(config))
-    run_config.write_config(str(tmp_path), RunConfig.from_config(config))
-    assert run_config.load_config(str(tmp_path)).model.d_model == 64
+    run_config.write_run_config(str(tmp_path), RunConfig.from_config(config))
+    assert run_config.load_run_config(str(tmp_path)).model.d_model == 64
 
 
 def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):

@@ -101,19 +101,19 @@ def test_a_bad_schedule_optimizer_or_tokenizer_is_one_line_naming_the_key(capsys
 
 def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path):
     config = RunConfig.from_config(tiny_config(tiny_corpus_dir))
-    run_config.write_config(str(tmp_path), config)
-    assert run_config.load_config(str(tmp_path)) == config
+    run_config.write_run_config(str(tmp_path), config)
+    assert run_config.load_run_config(str(tmp_path)) == config
     saved = json.loads((tmp_path / "config.json").read_text())
     saved["train"]["optimizer"] = "sgd"
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=r"config.json: config key train.optimizer='sgd': must be one of"):
-        run_config.load_config(str(tmp_path))
+        run_config.load_run_config(str(tmp_path))
 
 
 def test_a_resume_takes_a_key_the_saved_config_lacks_as_its_schema_default(tmp_path):
     make_run(tmp_path / "run")  # config.json and a checkpoint
     path = tmp_path / "run" / "config.json"
-    config = run_config.load_config(str(tmp_path / "run"))
+    config = run_config.load_run_config(str(tmp_path / "run"))
     saved = json.loads(path.read_text())
     del saved["model"]["residual_dtype"], saved["train"]["aux_heads"]  # keys a run of an older version lacks
     path.write_text(json.dumps(saved))

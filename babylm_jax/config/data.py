@@ -14,7 +14,7 @@ from typing import Any
 from babylm_jax.config.typed import build
 from babylm_jax.core.reading.text import Normalizer
 
-KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
+TOKENIZER_KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
 WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/counting/segmenter.py)
 REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
 PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)
@@ -76,7 +76,7 @@ class DataConfig:
         return config
 
     def validate(self) -> None:
-        _one_of("data.tokenizer.kind", self.tokenizer.kind, KINDS)
+        _one_of("data.tokenizer.kind", self.tokenizer.kind, TOKENIZER_KINDS)
         _one_of("data.tokenizer.required_characters", self.tokenizer.required_characters, REQUIRED_CHARACTERS)
         _one_of("data.txt_documents", self.txt_documents, TXT_DOCUMENTS)
         _one_of("data.on_bad_line", self.on_bad_line, ON_BAD_LINE)

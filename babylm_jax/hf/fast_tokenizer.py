@@ -126,7 +126,7 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     return fast
 
 
-def tokenizer_files(tokenizer: Any, family: str, max_len: int) -> dict[str, str]:
+def tokenizer_texts(tokenizer: Any, family: str, max_len: int) -> dict[str, str]:
     """File name -> text of tokenizer.json, tokenizer_config.json and special_tokens_map.json."""
     fast = build_fast_tokenizer(tokenizer, family)
     special = {attribute: piece for attribute, (piece, _) in SPECIAL_TOKENS.items()}

@@ -67,7 +67,7 @@ def write_export(
     output_layer = hf_config.resolve_output_layer(config, layer)
     config_json = hf_config.hf_config(config, output_layer, dict(provenance))
     tensors = weights.hf_state_dict(params, config)
-    tokenizer_texts = fast_tokenizer.tokenizer_files(tokenizer, config.family, config.max_len)
+    tokenizer_texts = fast_tokenizer.tokenizer_texts(tokenizer, config.family, config.max_len)
     card = model_card.model_card(
         run_config or {}, config_json, tokenizer_summary(tokenizer), provenance, results
     )

@@ -23,26 +23,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from babylm_jax.config.training import TrainConfig
+from babylm_jax.config.training import AUX_HEADS, TrainConfig
 from babylm_jax.corpus.hanzi import hanzi_labels
-from babylm_jax.corpus.hanzi.hanzi_labels import FAMILIES, IGNORE
+from babylm_jax.corpus.hanzi.hanzi_labels import IGNORE
 
 AUX_COLLECTION = "aux_heads"
 
 
 @dataclasses.dataclass(frozen=True)
 class AuxHeadsConfig:
-    """Loss weight per head (FAMILIES order, weights > 0 only) and where the heads predict."""
+    """Loss weight per head (AUX_HEADS order, weights > 0 only) and where the heads predict."""
 
     weights: tuple[tuple[str, float], ...]
     position: str = "target"
 
     @classmethod
     def from_config(cls, train: TrainConfig, family: str = "causal") -> "AuxHeadsConfig | None":
-        """From `train.aux_heads` (checked by its schema, `config.train.AuxHeadsSettings`), "auto"
+        """From `train.aux_heads` (checked by its schema, `config.training.AuxHeadsSettings`), "auto"
         resolved for the model `family`."""
         settings = train.aux_heads
-        weights = tuple((name, getattr(settings, name)) for name in FAMILIES if getattr(settings, name) > 0)
+        weights = tuple((name, getattr(settings, name)) for name in AUX_HEADS if getattr(settings, name) > 0)
         return cls(weights, settings.position_for(family)) if weights else None
 
     @property
@@ -63,7 +63,7 @@ class AuxHeads(nn.Module):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AuxObjective:
-    """The heads of one run: their config, their sizes and the vocabulary's [V, FAMILIES] labels."""
+    """The heads of one run: their config, their sizes and the vocabulary's [V, AUX_HEADS] labels."""
 
     config: AuxHeadsConfig
     sizes: dict[str, int]
@@ -87,7 +87,7 @@ class AuxObjective:
         labels_NxF = jnp.asarray(self.labels_VxF)[label_ids_BxL.reshape(-1)]
         total, sums = jnp.zeros((), jnp.float32), {}
         for name, weight in self.config.weights:
-            labels_N = labels_NxF[:, FAMILIES.index(name)]
+            labels_N = labels_NxF[:, AUX_HEADS.index(name)]
             w_N = weights_BxL.reshape(-1).astype(jnp.float32) * (labels_N != IGNORE)
             log_p_NxC = jax.nn.log_softmax(logits[name], axis=-1)
             safe_N = jnp.maximum(labels_N, 0)
@@ -122,7 +122,7 @@ def build_objective(train: TrainConfig, pieces: list[str] | None, vocab_size: in
         return None
     sizes = hanzi_labels.head_sizes()
     if pieces is None:
-        return AuxObjective(config, sizes, np.full((vocab_size, len(FAMILIES)), IGNORE, np.int32))
+        return AuxObjective(config, sizes, np.full((vocab_size, len(AUX_HEADS)), IGNORE, np.int32))
     table = hanzi_labels.label_table(pieces, rows=vocab_size)
     hanzi_labels.check_vocabulary(table, config.names)
     return AuxObjective(config, sizes, table)

@@ -22,10 +22,10 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ke
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 from jax.sharding import PartitionSpec as P
 
+from babylm_jax.config.training import BATCH_AXES
 from babylm_jax.model import attention
 
 ROWS = ("causal", "bidirectional", "mixed")
-BATCH_AXES = ("data", "fsdp")  # the mesh axes the batch is split over (training.step.sharding)
 MAX_BLOCK = 512  # MaxText's default splash block; shorter rows take one block
 
 

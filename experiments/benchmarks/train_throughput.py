@@ -7,7 +7,7 @@
     python experiments/benchmarks/train_throughput.py --config.model.num_layers=2 --config.train.batch_size=8
 
 For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
-`optim.make_optimizer`, `sharding` meshes and shardings, `train_step.make_train_step` jitted
+`optim.make_train_optimizer`, `sharding` meshes and shardings, `train_step.make_train_step` jitted
 with the trainer's shardings and donation), compiles it ahead of time (printing XLA's memory
 analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
 without allocating anything), and times it on random packed batches of the config's shape
@@ -89,7 +89,7 @@ class Bench:
         self.path, self.config, self.length, self.seed = path, config, length, seed
         model = state_lib.build_model(config.model)
         self.model_config = model.config
-        optimizer = optim.make_optimizer(config.train)
+        optimizer = optim.make_train_optimizer(config.train)
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))

@@ -1,6 +1,6 @@
 """Where a command may write: never into, over or under its own inputs; one writer per output.
 
-    check_output(output, "--output", run=workdir, data={"--data_dir": data_dir})
+    check_output_path(output, "--output", run=workdir, data={"--data_dir": data_dir})
     with output_lock(output, "export"):
         ...
 
@@ -43,8 +43,8 @@ def _overlap(output: pathlib.Path, path: pathlib.Path) -> str | None:
     return None
 
 
-def check_output(output: str | os.PathLike, option: str, run: str | os.PathLike | None = None,
-                 data: Mapping[str, str | os.PathLike] | None = None, inside_run: str = "") -> pathlib.Path:
+def check_output_path(output: str | os.PathLike, option: str, run: str | os.PathLike | None = None,
+                      data: Mapping[str, str | os.PathLike] | None = None, inside_run: str = "") -> pathlib.Path:
     """The absolute output path; OutputError when it would write over, into or around an input.
 
     `run`: the run directory the command reads (outputs inside it allowed, except on what

@@ -30,7 +30,7 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 
 class WandbSettings(Protocol):
-    """`train.wandb.*` (config.train.WandbConfig)."""
+    """`train.wandb.*` (config.training.WandbConfig)."""
 
     project: str
     entity: str
@@ -41,13 +41,13 @@ class WandbSettings(Protocol):
 
 
 class LogDir(Protocol):
-    """`train.tensorboard.*` (config.train.TensorBoardConfig)."""
+    """`train.tensorboard.*` (config.training.TensorBoardConfig)."""
 
     logdir: str
 
 
 class WriterSettings(Protocol):
-    """The `train.*` settings of the writers (config.train.TrainConfig has them)."""
+    """The `train.*` settings of the writers (config.training.TrainConfig has them)."""
 
     writers: Sequence[str]
     tensorboard: LogDir

@@ -29,7 +29,7 @@ from babylm_jax.corpus.counting.corpus_cache import CorpusCache, count_corpus
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
-from babylm_jax.corpus.tokens.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_room, load_tokenizer,
+from babylm_jax.corpus.tokens.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_vocab_room, load_tokenizer,
                                        required_characters, reserved_ids, train_tokenizer)
 
 
@@ -105,7 +105,7 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
-    check_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
+    check_vocab_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
     with times.stage("count words"):
         corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)

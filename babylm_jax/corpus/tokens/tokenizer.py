@@ -24,12 +24,12 @@ from babylm_jax.core.storage.atomic import atomic_write_bytes
 from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.core.host.progress import elapsed
 from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_PIECES, UNK_ID
+from babylm_jax.corpus.hanzi.hanzi_lexicon import CJK_BASIC
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import TokenizerConfig
 
 NUM_BYTES = 256
-CJK_BASIC = (0x4E00, 0x9FFF)
 CJK_UNIFIED = (CJK_BASIC, (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x323AF))
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》…—·"  # required with any set: the hanzi tasks quote characters
 
@@ -307,7 +307,7 @@ def reserved_ids(byte_fallback: bool) -> int:
     return len(SPECIAL_PIECES) + (NUM_BYTES if byte_fallback else 0)
 
 
-def check_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
+def check_vocab_room(required: Sequence[str], vocab_size: int, reserved: int) -> None:
     """Refuses a `vocab_size` without an id for each `required` character beside the `reserved` ones."""
     if len(required) + reserved > vocab_size:
         raise ValueError(
@@ -338,7 +338,7 @@ def char_tokenizer_from_counts(
     reserved = reserved_ids(byte_fallback)
     if vocab_size <= reserved:
         raise ValueError(f"model.vocab_size={vocab_size} leaves no room for characters ({reserved} reserved ids)")
-    check_room(required, vocab_size, reserved)
+    check_vocab_room(required, vocab_size, reserved)
     must = set(required)
     frequent = sorted((c for c, n in counts.items() if n >= min_count and c not in must), key=lambda c: (-counts[c], c))
     kept = list(dict.fromkeys(required)) + frequent
@@ -348,7 +348,7 @@ def char_tokenizer_from_counts(
 
 
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
-    check_room(required, vocab_size, reserved_ids(config.byte_fallback))
+    check_vocab_room(required, vocab_size, reserved_ids(config.byte_fallback))
     # radicals and parts as user symbols: pieces of their own, never merged into longer pieces
     symbols = part_symbols(required) & set(required) if getattr(config, "required_characters", "") == PARTS_SETTING else set()
     model = io.BytesIO()

@@ -19,7 +19,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax._src.lib import cuda_versions
 
@@ -66,7 +65,7 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     """The train step at rows of `length` for one CUDA GPU, on abstract inputs (placed on the
     compile-only `device` when given)."""
     model = state.build_model(config.model, platform="cuda")
-    optimizer = optim.make_optimizer(config.train)
+    optimizer = optim.make_train_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
     step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
@@ -96,10 +95,6 @@ def attention_line(model: Any, text: str, length: int) -> str:
     return f"attention {model.config.attention} ({text.count('__cudnn$fmha')} cuDNN fused-attention calls; {held})"
 
 
-def state_bytes(tree: Any) -> int:
-    return int(sum(np.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree)))
-
-
 def dump(dump_dir: str | None, name: str, text: str) -> str | None:
     """Writes `text` to dump_dir/name (temp file, then rename); the path, or None without a dump_dir."""
     if not dump_dir:
@@ -126,7 +121,7 @@ def cuda_report(config: RunConfig, gpu: str, dump_dir: str | None = None) -> tup
         if not lines:
             lines.append(f"aot: cuda, one {device.device_kind} ({compiled.size(hbm)}): "
                          f"{count_params(step.args[0].params):,} parameters; train state "
-                         f"{compiled.size(state_bytes(step.args[0]))}; batch {config.train.batch_size} x "
+                         f"{compiled.size(state.state_bytes(step.args[0]))}; batch {config.train.batch_size} x "
                          f"{config.train.seq_len}, {config.train.grad_accum_steps} micro-batch(es)")
         tensors = ", ".join(f"{name} {compiled.size(b)} x{n}" for b, name, n in largest_tensors(text))
         where = dump(dump_dir, f"train_step_{length}.cuda.stablehlo.mlir", text)
@@ -218,7 +213,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     mesh = sharding.make_mesh(config.mesh, devices)
     sharding.check_batch_size(config.train.batch_size, mesh)
     model = state.build_model(config.model, platform="tpu")
-    optimizer = optim.make_optimizer(config.train)
+    optimizer = optim.make_train_optimizer(config.train)
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
     step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",

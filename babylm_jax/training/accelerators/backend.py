@@ -12,7 +12,7 @@ from babylm_jax.training.step.state import build_model
 INSTALL = {"cuda": 'pip install -e ".[cuda12]"', "tpu": 'pip install -e ".[tpu]"'}
 
 
-def describe(config: RunConfig) -> str:
+def describe_backend(config: RunConfig) -> str:
     """JAX version, backend, devices and their kind, the attention and the loss chunks this run uses."""
     devices = jax.devices()
     platform = platform_of(jax.default_backend())

@@ -27,7 +27,7 @@ from absl import logging
 
 from babylm_jax.core.storage import remote, rundir
 from babylm_jax.training.checkpoints import disk_space
-from babylm_jax.training.step.state import TrainState
+from babylm_jax.training.step.state import TrainState, state_bytes
 
 class CheckpointError(ValueError):
     """A workdir whose checkpoints cannot be resumed (none valid, or made by another config)."""
@@ -182,7 +182,7 @@ class Checkpointer:
         )
         manager = self.milestones if milestone else self.rolling
         if not self.is_remote:  # a bucket has no disk to fill
-            disk_space.check_room(str(manager.directory), step, disk_space.state_bytes(state))
+            disk_space.check_room(str(manager.directory), step, state_bytes(state))
         with disk_space.space_errors(self.roots, step):
             manager.save(step, args=args, force=True)
 

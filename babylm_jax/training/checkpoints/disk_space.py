@@ -1,6 +1,6 @@
 """A checkpoint that does not fit on its disk: one line before anything is written, no leftovers.
 
-`check_room` compares the bytes a checkpoint needs (its arrays) with the free space of the
+`check_room` compares the bytes a checkpoint needs (its arrays: `step.state.state_bytes`) with the free space of the
 folder it goes to, before the save starts; `space_errors` turns orbax's "No space left on
 device" from its background threads (when the disk fills meanwhile) into the same one line,
 after removing the half-written temporary folder. The last complete checkpoint is untouched.
@@ -13,17 +13,10 @@ import logging
 import os
 import pathlib
 import shutil
-from typing import Any, Iterator
-
-import jax
+from typing import Iterator
 
 MARGIN = 1.1  # metadata, the iterator state and the file system's blocks
 TEMP_SUFFIX = ".orbax-checkpoint-tmp"
-
-
-def state_bytes(state: Any) -> int:
-    """The bytes of every array in `state` (what a checkpoint of it writes, before compression)."""
-    return sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree.leaves(state))
 
 
 def _no_space(root: str, step: int | None, needed: int | None, free: int) -> OSError:
@@ -44,7 +37,7 @@ def check_room(root: str, step: int, needed: int) -> None:
         raise _no_space(root, step, int(needed * MARGIN), free)
 
 
-def remove_temporaries(root: str) -> list[pathlib.Path]:
+def remove_orbax_temporaries(root: str) -> list[pathlib.Path]:
     """Removes the temporary folders of unfinished saves under `root`; returns them."""
     found = sorted(pathlib.Path(root).glob(f"*{TEMP_SUFFIX}")) if os.path.isdir(root) else []
     for path in found:
@@ -86,6 +79,6 @@ def space_errors(roots: tuple[str, ...], step: int | None = None) -> Iterator[No
         if not _is_no_space(error):
             raise
         for root in roots:
-            remove_temporaries(root)
+            remove_orbax_temporaries(root)
         free = min((shutil.disk_usage(root).free for root in roots if os.path.isdir(root)), default=0)
         raise _no_space(roots[0], step, None, free) from None

@@ -14,7 +14,7 @@ from babylm_jax.core.storage.rundir import WorkdirError, checkpoint_steps, readi
 from babylm_jax.corpus.tokens.tokenizer import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.loaded import LoadedModel
-from babylm_jax.training.checkpoints.run_config import load_config
+from babylm_jax.training.checkpoints.run_config import load_run_config
 from babylm_jax.training.step.state import TrainState, abstract_state
 
 
@@ -58,7 +58,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
     """Loads a run's config (typed), tokenizer and params (EMA params when the run kept them); the
     checkpoints are in `checkpoints_at` (a remote workdir's URL), default in `workdir`."""
     workdir = os.path.abspath(workdir)
-    config = load_config(workdir)  # the one place a run's saved config becomes a RunConfig
+    config = load_run_config(workdir)  # the one place a run's saved config becomes a RunConfig
     tokenizer_dir = os.path.join(workdir, rundir.TOKENIZER)
     if not os.path.isdir(tokenizer_dir):
         raise FileNotFoundError(f"{tokenizer_dir} not found: the checkpoint has no tokenizer")

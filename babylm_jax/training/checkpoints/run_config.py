@@ -2,8 +2,8 @@
 
     changes = check_config(workdir, run)   # refuses, by key name, a config that cannot resume the checkpoints
     print(schedule_change_line(run.train, changes, step))   # where train.allow_schedule_change let some through
-    write_config(workdir, run)   # after a successful restore or a fresh start
-    run = load_config(workdir)   # the saved config, typed (RunConfig)
+    write_run_config(workdir, run)   # after a successful restore or a fresh start
+    run = load_run_config(workdir)   # the saved config, typed (RunConfig)
 """
 from __future__ import annotations
 
@@ -118,12 +118,12 @@ def _normal(value: Any) -> Any:
     return [_normal(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def write_config(workdir: str, run: RunConfig) -> None:
+def write_run_config(workdir: str, run: RunConfig) -> None:
     """Saves the config as the run's config.json (after `check_config` and a successful restore)."""
     atomic_write_json(os.path.join(workdir, rundir.CONFIG), run.to_dict())
 
 
-def load_config(workdir: str) -> RunConfig:
+def load_run_config(workdir: str) -> RunConfig:
     """The run's config.json, typed; ValueError names the file and the bad key."""
     path = os.path.join(workdir, rundir.CONFIG)
     if not os.path.exists(path):

@@ -29,7 +29,7 @@ from babylm_jax.core.storage.rundir import checkpoint_steps
 from babylm_jax.training.step import optim, sharding
 from babylm_jax.training.metrics.metrics_file import trim_metrics
 from babylm_jax.training.checkpoints.checkpoint import Checkpointer
-from babylm_jax.training.checkpoints.run_config import check_config, schedule_change_line, write_config
+from babylm_jax.training.checkpoints.run_config import check_config, schedule_change_line, write_run_config
 from babylm_jax.training.step.state import TrainState, sharded_init
 from babylm_jax.training.step.train_step import make_masking
 
@@ -99,7 +99,7 @@ def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh
         writers.check_wandb_login(train.writers, train.wandb.mode)
     if any(getattr(train.aux_heads, head) > 0 for head in AUX_HEADS):  # the heads' packages
         hanzi_labels.head_sizes()
-    return model, mesh, optim.make_optimizer(train)
+    return model, mesh, optim.make_train_optimizer(train)
 
 
 def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainData:
@@ -159,7 +159,7 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
     if is_main:
         if not recorded:
             _record_inputs(place, corpus, resumed=restored is not None)
-        write_config(place.local, run_config)
+        write_run_config(place.local, run_config)
         trim_metrics(place.local, start_step)
         place.push()
     aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),

@@ -24,7 +24,7 @@ from babylm_jax.training.metrics.step_logger import StepLogger
 
 
 def run_summary(run: Run, logger: StepLogger, evaluator: RunEvaluator, last_step: int, wall: float,
-             programs: StepPrograms) -> dict:
+                programs: StepPrograms) -> dict:
     return {
         "parameters": count_params(run.state.params),
         "steps": last_step,

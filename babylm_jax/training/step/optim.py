@@ -5,7 +5,7 @@ stable, then a linear decay over the last `decay_share` of steps). Optimizers: "
 and "lamb". Weight decay applies to matmul kernels only (`transformer.weight_decay_mask`,
 chosen by parameter name, the same mask as fine-tuning). Gradients are clipped by global
 norm before the update. The names and ranges of the keys are checked once, by the schema
-(`config.train.TrainConfig`).
+(`config.training.TrainConfig`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import optax
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.model.transformer import weight_decay_mask
 
-OPTAX_OPTIMIZERS = {"adamw": optax.adamw, "lamb": optax.lamb}  # config.train.OPTIMIZERS, by name
+OPTAX_OPTIMIZERS = {"adamw": optax.adamw, "lamb": optax.lamb}  # config.training.OPTIMIZERS, by name
 
 
 def effective_warmup(train: TrainConfig) -> int:
@@ -49,7 +49,7 @@ def make_schedule(train: TrainConfig) -> optax.Schedule:
     )
 
 
-def make_optimizer(train: TrainConfig) -> optax.GradientTransformation:
+def make_train_optimizer(train: TrainConfig) -> optax.GradientTransformation:
     """Clip-by-global-norm followed by the optimizer named by `train.optimizer`."""
     opt = OPTAX_OPTIMIZERS[train.optimizer](make_schedule(train), b1=train.b1, b2=train.b2,
                                            weight_decay=train.weight_decay, mask=weight_decay_mask)

@@ -13,9 +13,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from babylm_jax.config.training import MeshConfig
-
-BATCH_AXES = ("data", "fsdp")
+from babylm_jax.config.training import BATCH_AXES, MeshConfig
 
 
 def logical_axis_rules(fsdp: bool) -> tuple[tuple[str, Any], ...]:

@@ -1,6 +1,7 @@
-"""The train state (step, params, optimizer state, optional EMA params) and its creation."""
+"""The train state (step, params, optimizer state, optional EMA params), its creation and its size."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import flax
@@ -22,6 +23,13 @@ class TrainState:
     params: Any
     opt_state: Any
     ema_params: Any  # None when train.ema_decay == 0
+
+
+def state_bytes(tree: Any) -> int:
+    """The bytes of every array in `tree`, concrete or abstract (shape and dtype): what a checkpoint of a
+    train state writes before compression (`checkpoints.disk_space`), what it holds on a device (`aot_report`)."""
+    return sum(math.prod(leaf.shape) * jnp.dtype(leaf.dtype).itemsize
+               for leaf in jax.tree.leaves(tree) if hasattr(leaf, "dtype"))
 
 
 def build_model(model: ModelConfig, platform: str | None = None, strict: bool = True) -> Transformer:
@@ -52,7 +60,7 @@ def abstract_state(config: RunConfig) -> tuple[TrainState, Transformer]:
     """Shapes and dtypes of the (unboxed) train state, without allocating it; the model for evaluating
     it here (a run trained with model.attention="cudnn" loads on a CPU with the attention "auto" takes)."""
     model = build_model(config.model, strict=False)
-    init = boxed_init_fn(config, model, optim.make_optimizer(config.train))
+    init = boxed_init_fn(config, model, optim.make_train_optimizer(config.train))
     return jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0)), model
 
 
