@@ -44,11 +44,11 @@ def main(argv: Sequence[str]) -> bool:
     config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before the lowering
     if _DUMP.value:
         outputs.check_writable(_DUMP.value, "--dump")  # before the minutes of lowering and compiling
-    from babylm_jax.training.accelerators import aot_report as aot  # the heavy imports, after the options are checked
+    from babylm_jax.training.accelerators import aot_report  # the heavy imports, after the options are checked
 
-    platform = aot.check_platform(_PLATFORM.value, config.mesh)
-    topology = aot.check_topology(_TOPOLOGY.value, config.mesh, platform)
-    report = aot.cuda_report if platform == "cuda" else aot.tpu_report
+    platform = aot_report.check_platform(_PLATFORM.value, config.mesh)
+    topology = aot_report.check_topology(_TOPOLOGY.value, config.mesh, platform)
+    report = aot_report.cuda_report if platform == "cuda" else aot_report.tpu_report
     lines, fits = report(config, topology, _DUMP.value)
     print("\n".join(lines), flush=True)
     return fits

@@ -8,7 +8,7 @@ from fixtures.cli import user_error
 from babylm_jax import aot as aot_cli
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.accelerators import aot_report as aot
+from babylm_jax.training.accelerators import aot_report
 
 HAS_CUDA_PLUGIN = importlib.util.find_spec("jax_cuda12_plugin") is not None
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
@@ -31,14 +31,14 @@ def test_bad_platform_topology_or_attention_is_one_line(capsys, argv, expected):
 def test_largest_tensors_and_attention_are_read_from_the_lowered_text():
     text = ("%0 = stablehlo.dot_general ... -> tensor<8x2x32x32xf32>\n%1 = ... tensor<8x2x32x32xf32>\n"
             "%2 = ... tensor<8x32x64xbf16>\n%3 = ... tensor<4xi32>\n")
-    assert aot.largest_tensors(text, top=2) == [(8 * 2 * 32 * 32 * 4, "f32[8,2,32,32]", 2), (8 * 32 * 64 * 2, "bf16[8,32,64]", 1)]
+    assert aot_report.largest_tensors(text, top=2) == [(8 * 2 * 32 * 32 * 4, "f32[8,2,32,32]", 2), (8 * 32 * 64 * 2, "bf16[8,32,64]", 1)]
 
 
 def test_the_xla_path_lowered_for_cuda_holds_float32_scores_and_says_so():
     config = RunConfig.from_config(cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla"]))
-    step = aot.cuda_step(config, 32)
+    step = aot_report.cuda_step(config, 32)
     text = step.jitted.trace(*step.args).lower(lowering_platforms=("cuda",)).as_text()
-    assert "float32 [B, H, L, L] scores at B = 4" in aot.attention_line(step.model, text, 32)  # 2 micro-batches of 4
+    assert "float32 [B, H, L, L] scores at B = 4" in aot_report.attention_line(step.model, text, 32)  # 2 micro-batches of 4
 
 
 @pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="jax's CUDA plugin is not installed here (pip install -e '.[cuda12]'): "
