@@ -1,6 +1,9 @@
 """The package is layers that import only downward: no import cycle, no import of a higher room.
 
-Every import counts: module level, under `if TYPE_CHECKING:` and inside functions.
+Every import counts: module level, under `if TYPE_CHECKING:` and inside functions. A room may hold
+sub-rooms (sub-packages, `babylm_jax.<room>.<sub-room>.<module>`): they keep their room's rank, import
+each other one way, and each says its job in the one-line docstring that is its whole __init__.py.
+No room, sub-room or the command folder holds more than MAX_MODULES modules.
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # The rooms from the bottom up (README "Layout"); modules directly in babylm_jax/ are the command lines.
 ROOMS = ("core", "tasks", "config", "corpus", "model", "eval", "training", "hf", "tools")
 COMMANDS = len(ROOMS)
+MAX_MODULES = 10  # .py files in one folder of the package, __init__.py not counted
+# Rooms still flat and over MAX_MODULES, to be split into sub-rooms (issue 34); empty it once they are.
+PENDING_SPLIT = ("eval",)
 
 
 def module_names() -> dict[str, pathlib.Path]:
@@ -103,3 +109,59 @@ def test_a_room_imports_only_its_own_and_lower_rooms(room):
     upward = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
                     if rank(b) > rank(a) and (ROOMS[rank(a)] if rank(a) < COMMANDS else "commands") == room)
     assert not upward, f"imports of higher rooms: {upward}"
+
+
+def folders() -> list[pathlib.Path]:
+    """The package's folder (the command modules), every room's and every sub-room's."""
+    return sorted({PACKAGE, *(init.parent for init in PACKAGE.rglob("__init__.py"))})
+
+
+def sub_rooms() -> list[pathlib.Path]:
+    return [folder for folder in folders() if len(folder.relative_to(PACKAGE).parts) >= 2]
+
+
+def test_no_room_or_sub_room_holds_more_than_ten_modules():
+    crowded = {}
+    for folder in folders():
+        room = folder.relative_to(PACKAGE).parts[:1]
+        modules = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
+        if len(modules) > MAX_MODULES and not (room and room[0] in PENDING_SPLIT):
+            crowded[folder.relative_to(PACKAGE.parent).as_posix()] = len(modules)
+    assert not crowded, f"folders over {MAX_MODULES} modules (split them into sub-rooms of one job each): {crowded}"
+
+
+def test_pending_rooms_are_rooms_still_over_the_limit():
+    for room in PENDING_SPLIT:
+        assert room in ROOMS
+        assert len([path for path in (PACKAGE / room).glob("*.py") if path.name != "__init__.py"]) > MAX_MODULES, (
+            f"{room}/ is split: take it out of PENDING_SPLIT")
+
+
+@pytest.mark.parametrize("folder", sub_rooms(), ids=lambda folder: folder.relative_to(PACKAGE).as_posix())
+def test_a_sub_room_is_its_one_line_docstring(folder):
+    tree = ast.parse((folder / "__init__.py").read_text())
+    docstring = ast.get_docstring(tree, clean=False)
+    assert docstring and "\n" not in docstring.strip(), "a sub-room's __init__.py says its job in one line"
+    assert len(tree.body) == 1, "a sub-room's __init__.py holds its docstring only (no imports, no names)"
+
+
+def sub_room_graph(room: str) -> dict[str, set[str]]:
+    """Sub-room -> the other sub-rooms of `room` its modules import."""
+    def sub_room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 3 and parts[1] == room else None
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        if (here := sub_room(module)) is not None:
+            graph.setdefault(here, set()).update(s for s in map(sub_room, targets) if s is not None and s != here)
+    return graph
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_the_sub_rooms_of_a_room_import_one_way(room):
+    graph = sub_room_graph(room)
+    for targets in list(graph.values()):
+        for target in targets:
+            graph.setdefault(target, set())
+    assert find_cycle(graph) is None, f"sub-rooms of {room}/ that import each other: {find_cycle(graph)}"

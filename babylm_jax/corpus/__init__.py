@@ -1,1 +1,1 @@
-"""Pretraining data: sources, jieba budget, tokenizers, token cache, packing, pipeline."""
+"""Pretraining data: counting/ (sources, jieba words, budget), hanzi/, tokens/ (tokenizer, token cache), batches/."""

@@ -1,1 +1,1 @@
-"""The pretraining loop: optimisers, sharding, checkpoints and metrics."""
+"""Pretraining, in sub-rooms that import one way: step/ <- checkpoints/, metrics/ <- accelerators/ <- loop/."""
