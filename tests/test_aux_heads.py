@@ -19,7 +19,7 @@ from babylm_jax.config.training import AUX_HEADS  # noqa: E402
 from babylm_jax.corpus.hanzi.hanzi_labels import IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
 from babylm_jax.training.checkpoints import loading  # noqa: E402
-from babylm_jax.training.loop import trainer
+from babylm_jax.training.loop import trainer  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 
 PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时"]

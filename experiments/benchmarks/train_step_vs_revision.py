@@ -4,20 +4,24 @@
         [--repeats 7] [--config.train.batch_size=32]
 
 A speed-up measured as two runs minutes apart on a shared machine says more about the load
-than about the change. Here the revision's `model/layers.py`, `model/objectives.py` and
-`training/loop/trainer.py` (read with `git show REV:...`) are loaded beside this tree's, each
+than about the change. Here the revision's `model/layers.py`, `model/objectives.py` and its
+train step (`training/step/train_step.py`, or `training/trainer.py` before issue 34; read with
+`git show REV:...`) are loaded beside this tree's, each
 config's step is compiled once with each (as `train_throughput.py` builds it), and the two
 are timed interleaved, with the matmul peak probed before each repeat (`conditions.py`);
 the best repeat of each counts. Each side reads its own version of the config file (the
 revision's `configs/` from `git archive`; a config the revision lacks is this tree's), so a
 change of a recipe's speed settings counts too; `--same_config` gives both this tree's.
-The revision's trainer must still import against this tree (true back to the issue-17
-work; older revisions may need other modules swapped too).
+The revision's step module must still import against this tree (true back to the issue-17
+work; older revisions may need other modules swapped too): the modules issue 34 moved are
+found under their old names while it loads (MOVED).
 Last lines: `tree_over_rev[<family>]: X` (tokens/s over tokens/s), one per config.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import importlib.util
 import pathlib
 import subprocess
@@ -31,24 +35,58 @@ from conditions import Conditions
 from babylm_jax.model import transformer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SWAPPED = ("babylm_jax/model/layers.py", "babylm_jax/model/objectives.py", "babylm_jax/training/loop/trainer.py")
+# name -> the file at the revision, the first of these it has
+SWAPPED = {"layers": ("babylm_jax/model/layers.py",), "objectives": ("babylm_jax/model/objectives.py",),
+           "train_step": ("babylm_jax/training/step/train_step.py", "babylm_jax/training/trainer.py")}
+# Modules issue 34 moved (name at older revisions -> name in this tree) that a revision's swapped files import.
+MOVED = {
+    "babylm_jax.config.train": "babylm_jax.config.training",
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.storage.{m}" for m in ("atomic", "outputs", "remote", "rundir", "writers")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.reading.{m}" for m in ("jsonl", "text")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.registries.{m}" for m in ("attention_backends", "families", "vocab")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.host.{m}" for m in ("platforms", "progress", "workers")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.step.{m}" for m in ("curricula", "optim", "sharding", "state")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.loop.{m}" for m in ("preemption", "run", "task_curves")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.checkpoints.{m}" for m in ("checkpoint", "milestones")},
+    "babylm_jax.training.compiled": "babylm_jax.training.accelerators.compiled",
+}
+
+
+@contextlib.contextmanager
+def old_module_names():
+    """MOVED's old names in sys.modules, pointing at this tree's modules, while a revision's files load."""
+    added = [old for old in MOVED if old not in sys.modules]
+    for old in added:
+        sys.modules[old] = importlib.import_module(MOVED[old])
+    try:
+        yield
+    finally:
+        for old in added:
+            del sys.modules[old]
+
+
+def revision_source(rev: str, paths: tuple[str, ...]) -> str:
+    """The text of the first of `paths` that revision `rev` has."""
+    for path in paths:
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode == 0:
+            return shown.stdout
+    raise FileNotFoundError(f"{rev} has none of {', '.join(paths)}")
 
 
 def revision_modules(rev: str, directory: str) -> dict[str, types.ModuleType]:
-    """The revision's versions of SWAPPED as modules named rev_<stem>, wired to each other."""
+    """The revision's versions of SWAPPED as modules named rev_<name>, wired to each other."""
     modules = {}
-    for path in SWAPPED:
-        stem = pathlib.Path(path).stem
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
-                                capture_output=True, text=True).stdout
-        file = pathlib.Path(directory) / f"rev_{stem}.py"
-        file.write_text(source, encoding="utf-8")
-        spec = importlib.util.spec_from_file_location(f"rev_{stem}", file)
+    for name, paths in SWAPPED.items():
+        file = pathlib.Path(directory) / f"rev_{name}.py"
+        file.write_text(revision_source(rev, paths), encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(f"rev_{name}", file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
-        modules[stem] = module
-    modules["trainer"].objectives = modules["objectives"]
+        with old_module_names():
+            spec.loader.exec_module(module)
+        modules[name] = module
+    modules["train_step"].objectives = modules["objectives"]
     return modules
 
 
@@ -84,16 +122,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="train_step_vs_revision_") as directory:
         rev = revision_modules(args.rev, directory)
         rev_configs = None if args.same_config else revision_configs(args.rev, directory)
-        tree = {"layers": transformer.layers, "trainer": tt.trainer}
+        tree = {"layers": transformer.layers, "train_step": tt.train_step}
         pairs = []
         for path in args.configs:
             benches = {}
             for label, modules, configs in (("rev", rev, rev_configs), ("tree", tree, None)):
-                transformer.layers, tt.trainer = modules["layers"], modules["trainer"]
+                transformer.layers, tt.train_step = modules["layers"], modules["train_step"]
                 config = tt.load_config(config_path(path, configs), overrides)
                 benches[label] = tt.Bench(path, config, config.train.seq_len, seed=0)  # compiles
                 benches[label].start()
-            transformer.layers, tt.trainer = tree["layers"], tree["trainer"]
+            transformer.layers, tt.train_step = tree["layers"], tree["train_step"]
             pairs.append((path, benches))
             print(f"{args.rev}: " + benches["rev"].describe())
             print("this tree: " + benches["tree"].describe())

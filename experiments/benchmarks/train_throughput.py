@@ -53,7 +53,8 @@ from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training.metrics import flops, peaks  # noqa: E402
-from babylm_jax.training.step import optim, sharding, state as state_lib, train_step
+from babylm_jax.training.step import optim, sharding, state as state_lib, train_step  # noqa: E402
+from babylm_jax.training.step.train_step import make_masking  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
@@ -93,7 +94,7 @@ class Bench:
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
-        masking = train_step.make_masking(config.data, stand_in)
+        masking = make_masking(config.data, stand_in)
 
         self.init, state_shardings, abstract_state = state_lib.sharded_init(config, model, optimizer, self.mesh)
         self.num_params = count_params(abstract_state.params)
