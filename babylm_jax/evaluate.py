@@ -82,7 +82,8 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
               f"copy {place.local}", flush=True)
     workdir = pathlib.Path(place.local)
     output = session.check_output(pathlib.Path(_OUTPUT.value) if _OUTPUT.value else workdir / rundir.EVAL_RESULTS)
-    outputs.check_output_path(output, "--output", run=workdir, data={"--data_dir": data_dir}, inside_run=rundir.EVAL_RESULTS)
+    outputs.check_output_path(output, "--output", run=workdir, data={"--data_dir": data_dir},
+                              inside_run=rundir.EVAL_RESULTS)
     outputs.check_writable(output.parent, "--output")  # before the model is loaded
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write

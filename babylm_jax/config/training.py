@@ -15,7 +15,7 @@ from babylm_jax.core.storage.writers import WANDB_MODES, WRITERS
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
 MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
-BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.step.sharding): the batch is split over both, params over fsdp
+BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.step.sharding): the batch splits over both, params over fsdp
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
 AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per family (auto), the LM's target token, or the input's own
 

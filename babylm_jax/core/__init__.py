@@ -1,1 +1,1 @@
-"""The floor every room stands on: storage/ (files and workdirs), reading/, registries/ (families, attention backends), host/."""
+"""The floor every room stands on: storage/ (files, workdirs), reading/, registries/ (families, backends), host/."""

@@ -1,1 +1,1 @@
-"""Where files go: atomic writes, the workdir's names and lock, remote workdirs, where a command may write, metrics writers."""
+"""Where files go: atomic writes, the workdir (names, lock, remote copy), what a command may write, metrics writers."""

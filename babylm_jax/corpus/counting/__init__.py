@@ -1,1 +1,1 @@
-"""Prepare step 1: the corpus read, normalised and counted in jieba words against the budget; the caches' keys and checksums."""
+"""Prepare step 1: the corpus read, normalised and counted in jieba words against the budget; cache keys, checksums."""

@@ -105,7 +105,8 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
-    check_vocab_room(required_characters(tok_config.required_characters, {}), vocab_size, reserved_ids(tok_config.byte_fallback))
+    check_vocab_room(required_characters(tok_config.required_characters, {}), vocab_size,
+                     reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
     with times.stage("count words"):
         corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)

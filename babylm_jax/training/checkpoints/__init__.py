@@ -1,1 +1,1 @@
-"""Checkpoints: orbax saves and restores, disk space, the run's saved config, word milestones, loading a trained model."""
+"""Checkpoints: orbax saves and restores, disk space, the saved run config, word milestones, loading a trained model."""
