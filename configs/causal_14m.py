@@ -47,7 +47,7 @@ What the CPU study (experiments/README.md, "Recipes that learn"; 1.6M-parameter 
   over its last 0.9M words; a 14M model on 102M words is far from that regime).
 
 Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
-(training/metrics/step_logger.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
+(training/metrics/flops.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
 MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000
 steps. Target: one 80 GB H100 (`mesh.target`, `mesh.topology`), cuDNN flash attention
 (`model.attention=auto`, causal), a float32 residual stream, loss chunks of 2,048 rows on the

@@ -26,7 +26,7 @@ float32 accumulation in chunks of 4,096 rows (~256 MB of f32 logits), every curr
 and the eval step compiled before step 1.
 
 Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687 at 128)
-for training, by training/metrics/step_logger.py's convention (remat recomputation not counted).
+for training, by training/metrics/flops.py's convention (remat recomputation not counted).
 Assuming 35% MFU on an H200 (989 TFLOP/s bf16 dense) gives ~475k tokens/s, so 0.28 s per
 step and ~50 minutes for 10,000 steps. Measure it with
 experiments/benchmarks/h200_check.sh (part 2; under 8 minutes in all).
