@@ -16,7 +16,8 @@ from babylm_jax.core.storage import rundir as rundir_lib
 from babylm_jax.core.storage.remote import RunPlace
 from babylm_jax.corpus.batches import pipeline
 from babylm_jax.training.checkpoints import checkpoint, loading, run_config
-from babylm_jax.training.loop import evaluator, run, summary, trainer
+from babylm_jax.training.loop import evaluator, run, trainer
+from babylm_jax.training.loop.summary import format_outputs
 from babylm_jax.training.step import train_step
 from babylm_jax.training.step.state import build_model
 
@@ -251,7 +252,7 @@ def test_a_workdir_without_checkpoints_takes_the_new_config(tiny_corpus_dir, tmp
 def test_the_end_of_a_run_says_where_its_outputs_are(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "metrics.jsonl").write_text("{}\n")
-    text = summary.format_outputs(RunPlace.of(tmp_path))
+    text = format_outputs(RunPlace.of(tmp_path))
     assert f"{tmp_path / 'checkpoints'}    checkpoints (params" in text and f"{tmp_path / 'metrics.jsonl'}  training" in text
     assert "milestones" not in text and "summary.json" not in text  # only what exists
     assert f"python -m babylm_jax.export --workdir {tmp_path} --output {tmp_path / 'hf'}" in text
@@ -262,7 +263,7 @@ def test_the_next_commands_paste_as_printed_for_a_workdir_with_spaces(tmp_path):
 
     workdir = tmp_path / "my runs" / "base 1"
     workdir.mkdir(parents=True)
-    commands = summary.format_outputs(RunPlace.of(workdir)).split("Next\n")[1].splitlines()
+    commands = format_outputs(RunPlace.of(workdir)).split("Next\n")[1].splitlines()
     assert [shlex.split(line)[3:] for line in commands] == [
         ["--workdir", str(workdir), "--data_dir", "DATA_DIR"],
         ["--workdir", str(workdir), "--output", str(workdir / "hf")]]

@@ -30,7 +30,7 @@ from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.batches import pipeline
 from babylm_jax.corpus.tokens import preparation
-from babylm_jax.training.metrics import flops as flops_lib
+from babylm_jax.training.metrics import flops
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 H100_BF16_DENSE = 989e12
@@ -58,9 +58,9 @@ def h100_steps_per_s(config, vocab_size: int) -> float:
     model, train = dataclasses.replace(run.model, vocab_size=vocab_size), run.train
     tokens = train.batch_size * train.seq_len
     shortest = min([train.seq_len, *(length for _, length in train.seq_len_curriculum)])
-    share = flops_lib.predicted_share(run, min(train.mask_rate, train.mask_rate_final))
-    flops = tokens * flops_lib.train_flops_per_token(model, shortest, flops_lib.causal_share(run), share)
-    return MFU * H100_BF16_DENSE / flops
+    share = flops.predicted_share(run, min(train.mask_rate, train.mask_rate_final))
+    step_flops = tokens * flops.train_flops_per_token(model, shortest, flops.causal_share(run), share)
+    return MFU * H100_BF16_DENSE / step_flops
 
 
 def measure(config, workdir: pathlib.Path, batches: int) -> dict:
