@@ -25,7 +25,7 @@ from babylm_jax.training.checkpoints import loading
 from babylm_jax.training.metrics import flops
 from babylm_jax.training.loop import trainer
 
-HF_DIR = pathlib.Path(families.__file__).parents[1] / "hf"
+HF_DIR = pathlib.Path(hf_config.__file__).parent
 PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 
 
