@@ -403,15 +403,15 @@ def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.f
     return figure
 
 
-def run_finetune_task(
-    loaded: LoadedModel, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions
-) -> TaskResult:
-    """Reads the task, fine-tunes `loaded` on it with `options`, and reports dev accuracy."""
+def run_finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    """The registry's runner for the fine-tuning tasks: reads the task through its entry, fine-tunes `loaded` on it
+    with the task's options, and reports dev accuracy (and accuracy per group when its rows name one)."""
+    options, task_name = settings.finetune[spec.name], spec.name
     task = clue.load_clue_task(data_dir, task_name, options.limit, options.train_examples or None)
     for split, count in task.dropped.items():
         if count and options.progress:
-            print(f"[finetune] {task_name}: dropped {count:,} unlabelled {split} rows (label "
-                  f"{clue.OCNLI_DROPPED_LABEL!r}), as the official preparation does", flush=True)
+            print(f"[finetune] {task_name}: dropped {count:,} unlabelled {split} rows, as the official preparation does",
+                  flush=True)
     outcome = finetune(loaded.model, loaded.params, task, loaded.tokenizer, options)
     details: dict[str, Any] = {
         "num_items": len(task.dev),
@@ -425,8 +425,8 @@ def run_finetune_task(
         "tokens": outcome.tokens,
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()},
     }
-    if task_name == "diagnostic_nli":
-        details["per_phenomenon"] = per_group_accuracy(task.dev, outcome.best_predictions)
+    if spec.finetune.fields.group:
+        details[f"per_{spec.finetune.fields.group}"] = per_group_accuracy(task.dev, outcome.best_predictions)
     for split, count in outcome.num_truncated.items():
         if count:
             print(f"[finetune] {task_name}: truncated {count} {split} rows to {options.max_len} tokens", flush=True)
@@ -435,8 +435,3 @@ def run_finetune_task(
         details=details,
         figures={"epochs": epoch_curve_figure(task_name, outcome)},
     )
-
-
-def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    """The registry's runner for the six fine-tuning tasks."""
-    return run_finetune_task(loaded, data_dir, spec.name, settings.finetune[spec.name])
