@@ -8,11 +8,10 @@ an input row's first token (mlm/hybrid) or its last (causal). Classification and
 choice share the loop: an example has one input row, or one per option scored by the shared
 head and compared by softmax.
 
-Official protocol (its trainer.py, utils.py): AdamW lr 3e-5 (b2 0.999, eps 1e-8, weight
-decay 0.01 on every parameter, no gradient clipping), batch 32 with the last partial batch
-dropped, 10 epochs (cluewsc2020 30), max length 128, linear warmup over 6% of the steps then
-cosine down to 0.1 x the peak, seed 42 (configs/eval.py, `finetune.*`); score = dev accuracy
-at the best epoch.
+Official protocol (its trainer.py, utils.py; the values in config/eval_defaults.py's
+`OFFICIAL_FINETUNE`, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
+parameter, no gradient clipping), the last partial batch of an epoch dropped, linear warmup
+then cosine down to a share of the peak; score = dev accuracy at the best epoch.
 Examples are packed whole into rows of max_len tokens with segment ids (`finetune_packing`):
 a training step computes the batch's real tokens and little padding, and the dev split runs in
 batches of one shape; rows are split over a data-parallel mesh of the local devices.
