@@ -146,7 +146,7 @@ def learning_rates(options: FinetuneOptions, num_steps: int) -> np.ndarray:
     return (options.learning_rate * factor).astype(np.float32)
 
 
-def make_optimizer(settings: StepSettings) -> optax.GradientTransformation:
+def finetune_optimizer(settings: StepSettings) -> optax.GradientTransformation:
     """AdamW (b2 0.999, eps 1e-8) without the learning rate, weight decay on every parameter (torch.optim.AdamW
     over model.parameters()); clipping only when max_grad_norm > 0. Updates are scaled by -lr in `train_step`."""
     clip = [optax.clip_by_global_norm(settings.max_grad_norm)] if settings.max_grad_norm > 0 else []
@@ -190,7 +190,7 @@ def train_step(
     params, opt_state = state
     loss_fn = functools.partial(_loss, model)
     loss, grads = jax.value_and_grad(loss_fn)(params, batch, jax.random.fold_in(dropout_key, step))
-    updates, opt_state = make_optimizer(settings).update(grads, opt_state, params)
+    updates, opt_state = finetune_optimizer(settings).update(grads, opt_state, params)
     params = jax.tree.map(lambda p, u: p - learning_rate * u, params, updates)
     return (params, opt_state), loss
 
@@ -268,7 +268,7 @@ def finetune(
     learning_rate = learning_rates(options, num_steps)
     settings = StepSettings(options.weight_decay, options.max_grad_norm)
     params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
-    state = jax.device_put((params, make_optimizer(settings).init(params)), shape.slots)
+    state = jax.device_put((params, finetune_optimizer(settings).init(params)), shape.slots)
     dropout_key = jax.random.fold_in(key, 1)
     dev_packed = shape.eval_batches(dev)
     dev_batches = [shape.device(b) for b in dev_packed]
