@@ -14,7 +14,11 @@ experiments/README.md, "Training throughput and MFU").
 
 Every key below is read somewhere; unknown keys given on the command line are refused.
 """
+import dataclasses
+
 import ml_collections
+
+from babylm_jax.config.model import ModelConfig
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -63,26 +67,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.leakage.drop = False  # drop training lines that overlap evaluation items
     config.data.leakage.ngram = 13  # character n-gram length of the overlap check
 
-    config.model = ml_collections.ConfigDict()
-    config.model.family = "causal"  # "causal", "mlm" or "hybrid"
-    config.model.vocab_size = 6000
-    config.model.d_model = 128
-    config.model.num_layers = 4
-    config.model.num_heads = 4
-    config.model.d_ff = 384
-    config.model.max_len = 512
-    config.model.mlp = "swiglu"
-    config.model.norm = "rmsnorm"
-    config.model.rope_theta = 10000.0
-    config.model.dropout = 0.0
-    config.model.scan_layers = False
-    config.model.remat = "none"
-    config.model.dtype = "float32"  # "bfloat16" on accelerators
-    # "auto" (cuDNN flash attention on a CUDA GPU in bf16, Pallas splash attention on TPU, "reference" on
-    # CPU, "xla" elsewhere), "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16 only), "splash"
-    # (TPU only; rows of a multiple of 128 tokens, others take "xla") or "reference" (written-out gradient)
-    config.model.attention = "auto"
-    config.model.residual_dtype = "float32"  # the residual stream; "bfloat16" only with model.dtype bfloat16
+    # The model: every key at its default, the one home of the sizes and switches (ModelConfig in
+    # babylm_jax/config/model.py, which describes each key); set one here or on the command line.
+    config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
 
     config.train = ml_collections.ConfigDict()
     config.train.num_steps = 4800

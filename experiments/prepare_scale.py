@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -98,25 +99,44 @@ def vary(text: str, rng: np.random.Generator) -> list[str]:
     return ["".join(sentences).strip()]
 
 
-def varied_documents(documents: list[tuple[str, str]], seed: int) -> Iterator[tuple[str, str]]:
-    """(source, text) without end: pass after pass over `documents`, each in a new order, varied."""
-    rng = np.random.default_rng(seed)
-    while True:
+def hanzi_pool(documents: list[tuple[str, str]], sample_docs: int = 20_000) -> np.ndarray:
+    """The code points of the hanzi of the first `sample_docs` documents, one per occurrence (so a
+    draw from it follows their frequencies)."""
+    points = np.frombuffer("".join(t for _, t in documents[:sample_docs]).encode("utf-32-le"), dtype=np.uint32)
+    return points[(points >= 0x4E00) & (points <= 0x9FD5)]
+
+
+def freshen(text: str, share: float, pool: np.ndarray, rng: np.random.Generator) -> str:
+    """`text` with about `share` of its hanzi replaced by hanzi drawn from `pool`: repeated passes then
+    repeat few blocks, as a real corpus of this size does (the segmenter remembers blocks)."""
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).copy()
+    chosen = (points >= 0x4E00) & (points <= 0x9FD5) & (rng.random(len(points)) < share)
+    points[chosen] = pool[rng.integers(0, len(pool), int(chosen.sum()))]
+    return points.tobytes().decode("utf-32-le")
+
+
+def varied_documents(documents: list[tuple[str, str]], seed: int, fresh_share: float = 0.0) -> Iterator[tuple[str, str]]:
+    """(source, text) without end: pass after pass over `documents`, each in a new order, varied;
+    after the first pass, with `fresh_share` of the hanzi replaced (`freshen`)."""
+    rng, pool = np.random.default_rng(seed), hanzi_pool(documents)
+    for passes in itertools.count():
         for i in rng.permutation(len(documents)):
             source, text = documents[i]
+            if passes and fresh_share:
+                text = freshen(text, fresh_share, pool, rng)
             yield from ((source, piece) for piece in vary(text, rng) if piece)
 
 
 def write_corpus(out: pathlib.Path, million_words: float, data_dir: pathlib.Path | None, seed: int = 0,
-                 shard_million_words: float = 5.0, sample_chars: int = 300_000) -> dict:
+                 shard_million_words: float = 5.0, sample_chars: int = 300_000, fresh_share: float = 0.0) -> dict:
     """Writes `out/data/train-*.parquet` holding about `million_words` M jieba words (estimated with
-    the characters per word of a sample of `sample_chars`); returns its stats."""
+    the characters per word of a sample of `sample_chars`; `fresh_share`: see `freshen`); returns its stats."""
     documents = base_documents(data_dir)
     ratio = chars_per_word(documents, sample_chars, seed)
     target_chars = int(million_words * 1e6 * ratio)
     shard_chars = int(shard_million_words * 1e6 * ratio)
     num_files = max(1, math.ceil(million_words / shard_million_words - 1e-9))
-    stream = varied_documents(documents, seed)
+    stream = varied_documents(documents, seed, fresh_share)
     total_chars = total_docs = 0
     with atomic_dir(out, replace=True) as tmp:
         (tmp / "data").mkdir()
@@ -130,7 +150,7 @@ def write_corpus(out: pathlib.Path, million_words: float, data_dir: pathlib.Path
             pq.write_table(table, tmp / "data" / f"train-{index:05d}-of-{num_files:05d}.parquet")
             total_chars, total_docs = total_chars + chars, total_docs + len(rows)
     return {"files": num_files, "documents": total_docs, "characters": total_chars, "chars_per_word": ratio,
-            "estimated_words": int(total_chars / ratio), "base_documents": len(documents)}
+            "estimated_words": int(total_chars / ratio), "base_documents": len(documents), "fresh_share": fresh_share}
 
 
 def normalisation_share(corpus: pathlib.Path, sample_docs: int = 2000) -> float:
@@ -256,6 +276,8 @@ def main() -> None:
                         help="base corpora (corpus_*) and evaluation data for the leakage check")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh_share", type=float, default=0.0,
+                        help="after the first pass, replace this share of the hanzi (e.g. 0.05), so that few blocks repeat")
     parser.add_argument("--out_json", type=pathlib.Path, help="default: <workdir>/scale.json")
     args = parser.parse_args()
     from conditions import Conditions  # imports jax: after the arguments are parsed
@@ -264,7 +286,7 @@ def main() -> None:
     conditions.probe()
     started, commit, corpus = datetime.datetime.now(datetime.timezone.utc), git_commit(), args.workdir / "corpus"
     write_start = time.perf_counter()
-    written = write_corpus(corpus, args.million_words, args.data_dir, args.seed)
+    written = write_corpus(corpus, args.million_words, args.data_dir, args.seed, fresh_share=args.fresh_share)
     written["seconds"] = round(time.perf_counter() - write_start, 1)
     print(f"corpus: {written['files']} parquet files, {written['documents']:,} documents, {written['characters']:,} "
           f"characters, ~{written['estimated_words']:,} words at {written['chars_per_word']:.3f} characters a word "

@@ -7,7 +7,8 @@ import pytest
 from babylm_jax import evaluate
 from babylm_jax.config import cli
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval import clue, cogbench
+from babylm_jax.eval import cogbench
+from babylm_jax.tasks.registry import task_names
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from fixtures.cli import user_error
@@ -20,9 +21,9 @@ def _config():
 
 def test_defaults_are_the_official_protocol():
     settings = default_settings()
-    assert set(settings.finetune) == set(clue.TASK_NAMES)
+    assert set(settings.finetune) == set(task_names("finetune"))
     epochs = {task: options.epochs for task, options in settings.finetune.items()}
-    assert epochs == {**{task: 10 for task in clue.TASK_NAMES}, "cluewsc2020": 30}
+    assert epochs == {**{task: 10 for task in task_names("finetune")}, "cluewsc2020": 30}
     afqmc = settings.finetune["afqmc"]
     assert (afqmc.learning_rate, afqmc.batch_size, afqmc.max_len, afqmc.warmup_ratio, afqmc.weight_decay,
             afqmc.seed) == (3e-5, 32, 128, 0.06, 0.01, 42)

@@ -118,7 +118,7 @@ def test_the_fixture_family_trains_and_scores(trained):
     assert loaded.model.config.family == "mask_only" and loaded.step == 4
     settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
                                                                                within_word_l2r=False))
-    result = runner.run_task(tasks.get_task("zhoblimp"), loaded, PAIRS, settings)
+    result = runner.run_registry_task(tasks.get_task("zhoblimp"), loaded, PAIRS, settings)
     assert result.details["scoring"] == "pll" and 0 <= result.values["accuracy"] <= 1
 
 

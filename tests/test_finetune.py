@@ -189,7 +189,7 @@ def test_registry_runner_on_fixture_files(tmp_path):
     config.finetune.update(progress=False, max_len=24, batch_size=16, epochs=1)
     config.finetune.tasks.diagnostic_nli.epochs = 2  # a task's own key wins over the global one
     embedding_before = np.array(params["params"]["embed"]["embedding"])
-    result = runner.run_task(spec, loaded, FIXTURES, EvalSettings.from_config(config))
+    result = runner.run_registry_task(spec, loaded, FIXTURES, EvalSettings.from_config(config))
     # The caller's pretrained params survive (fine-tuning trains a copy), so the next task can use them.
     np.testing.assert_array_equal(params["params"]["embed"]["embedding"], embedding_before)
     assert set(result.values) == {"accuracy"} and 0 <= result.values["accuracy"] <= 1

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from babylm_jax.eval import clue, finetune, finetune_packing as packing
+from babylm_jax.tasks.registry import get_task
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
 
@@ -17,10 +18,10 @@ def special_ids_tokenizer():
 
 
 def test_label_maps_are_the_official_ones():
-    assert clue.TNEWS_LABELS == ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110",
-                                 "112", "113", "114", "115", "116")
-    assert clue.NLI_LABELS == ("neutral", "entailment", "contradiction")
-    assert clue.WSC_LABELS == ("true", "false")
+    assert get_task("tnews").finetune.labels == ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110",
+                                                 "112", "113", "114", "115", "116")
+    assert get_task("ocnli").finetune.labels == ("neutral", "entailment", "contradiction")
+    assert get_task("cluewsc2020").finetune.labels == ("true", "false")
     tnews = clue.load_clue_task(FIXTURES, "tnews")
     # int and string codes both map by sorted code: 100->0, 104->4, 116->14, 102->2, 110->9.
     assert [e.label for e in tnews.train] == [0, 14, 4]
@@ -56,7 +57,7 @@ def test_c3_multiple_choice_reader():
 
 def test_diagnostic_nli_trains_on_ocnli():
     task = clue.load_clue_task(FIXTURES, "diagnostic_nli")
-    assert len(task.train) == 3 and task.label_names == clue.NLI_LABELS
+    assert len(task.train) == 3 and task.label_names == ("neutral", "entailment", "contradiction")
     assert [e.group for e in task.dev] == ["negation", "quantifier", "modality", "negation"]
     assert [e.label for e in task.dev] == [2, 1, 0, 1]
     predictions = np.array([2, 0, 0, 0])

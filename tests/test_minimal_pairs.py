@@ -120,7 +120,7 @@ def test_run_task_on_fixtures():
     loaded = _tiny_loaded(tokenizer, family="mlm")
     settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
                                                                                within_word_l2r=False))
-    result = runner.run_task(tasks.get_task("zhoblimp"), loaded, FIXTURES, settings)
+    result = runner.run_registry_task(tasks.get_task("zhoblimp"), loaded, FIXTURES, settings)
     assert set(result.values) == {"accuracy"}
     details = result.details
     assert details["num_items"] == 5 and details["num_uids"] == 2 and details["scoring"] == "pll"

@@ -33,3 +33,30 @@ def test_a_varied_document_keeps_its_characters(scale):
     for seed in range(8):
         pieces = scale.vary(text, np.random.default_rng(seed))
         assert 1 <= len(pieces) <= 2 and sorted("".join(pieces)) == sorted(text)
+
+
+def test_freshen_replaces_about_the_share_of_hanzi_and_nothing_else(scale):
+    text = "今天天气很好，我们去公园散步。ABC 123！" * 200
+    pool = scale.hanzi_pool([("s", "春夏秋冬")])
+    fresh = scale.freshen(text, 0.1, pool, np.random.default_rng(0))
+    assert len(fresh) == len(text)
+    changed = [(a, b) for a, b in zip(text, fresh) if a != b]
+    assert all("\u4e00" <= a <= "\u9fd5" and b in "春夏秋冬" for a, b in changed)
+    hanzi = sum("\u4e00" <= a <= "\u9fd5" for a in text)
+    assert 0.05 * hanzi < len(changed) < 0.15 * hanzi
+
+
+def test_prepare_resume_reads_its_kill_points_and_compares_every_file(tmp_path):
+    resume = load_script("experiments/prepare_resume.py")
+    assert resume.parse_kill("count words:0.5") == ("count words", 0.5)
+    with pytest.raises(Exception, match="--kill 'tokenise:2'"):
+        resume.parse_kill("tokenise:2")
+    for name in ("a", "b"):
+        (tmp_path / name / "data" / "shards").mkdir(parents=True)
+        (tmp_path / name / "budget.json").write_text("{}")
+        (tmp_path / name / "data" / "shards" / "x.npy").write_bytes(b"same")
+        (tmp_path / name / "data" / "prepared.json").write_text(name)  # names its own workdir: not compared
+    assert resume.file_digests(tmp_path / "a") == resume.file_digests(tmp_path / "b")
+    (tmp_path / "b" / "data" / "shards" / "x.npy").write_bytes(b"other")
+    assert resume.file_digests(tmp_path / "a").keys() == {"budget.json", "data/shards/x.npy"}
+    assert resume.file_digests(tmp_path / "a") != resume.file_digests(tmp_path / "b")

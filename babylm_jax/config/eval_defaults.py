@@ -16,6 +16,23 @@ from ml_collections.config_dict import placeholder
 
 from babylm_jax.tasks.registry import task_names
 
+# The official fine-tuning protocol (the pipeline's configs/config.yaml, finetune/trainer.py and utils.py): the one
+# home of its values. `finetune.*` below starts from it, and eval/finetune_config.py's "official" protocol (the
+# config.yaml keys) is read from it.
+OFFICIAL_FINETUNE = {
+    "learning_rate": 3e-5,  # AdamW (b2 0.999, eps 1e-8)
+    "batch_size": 32,  # examples a step; the last partial batch of an epoch is dropped, as officially
+    "epochs": 10,
+    "max_len": 128,  # tokens per input row, special tokens included
+    "warmup_ratio": 0.06,  # linear warmup share of the steps, then cosine
+    "min_lr_ratio": 0.1,  # the cosine ends at this share of the peak (the official min_factor)
+    "weight_decay": 0.01,  # on every parameter, as torch.optim.AdamW over model.parameters()
+    "max_grad_norm": 0.0,  # global-norm clipping; 0 = none (the official trainer clips nothing)
+    "head_dropout": 0.1,
+    "seed": 42,
+}
+OFFICIAL_TASK_FINETUNE = {"cluewsc2020": {"epochs": 30}}  # the official config.yaml's task_overrides
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -40,17 +57,7 @@ def get_config() -> ml_collections.ConfigDict:
 
 def _finetune() -> ml_collections.ConfigDict:
     """`finetune.*`: the official protocol for every task, with per-task overrides."""
-    finetune = ml_collections.ConfigDict()
-    finetune.learning_rate = 3e-5  # AdamW (b2 0.999, eps 1e-8)
-    finetune.batch_size = 32  # examples a step; the last partial batch of an epoch is dropped, as officially
-    finetune.epochs = 10
-    finetune.max_len = 128  # tokens per input row, special tokens included
-    finetune.warmup_ratio = 0.06  # linear warmup share of the steps, then cosine
-    finetune.min_lr_ratio = 0.1  # the cosine ends at this share of the peak (the official min_factor)
-    finetune.weight_decay = 0.01  # on every parameter, as torch.optim.AdamW over model.parameters()
-    finetune.max_grad_norm = 0.0  # global-norm clipping; 0 = none (the official trainer clips nothing)
-    finetune.head_dropout = 0.1
-    finetune.seed = 42
+    finetune = ml_collections.ConfigDict(OFFICIAL_FINETUNE)  # the official protocol (above)
     finetune.train_examples = 0  # 0 = the whole training split; N = a fixed, evenly spaced N of it
     finetune.rows_multiple = 2  # packed training rows per step rounded up to a multiple (fewer compiles)
     finetune.eval_rows = 64  # packed rows of max_len tokens per evaluation batch
@@ -59,7 +66,8 @@ def _finetune() -> ml_collections.ConfigDict:
     for task in task_names("finetune"):
         finetune.tasks[task] = ml_collections.ConfigDict(
             {key: placeholder(type(value)) for key, value in finetune.items() if key != "tasks"})
-    finetune.tasks.cluewsc2020.epochs = 30
+    for task, values in OFFICIAL_TASK_FINETUNE.items():
+        finetune.tasks[task].update(values)
     # A protocol by name, "official" (the values above), "quick" (babylm_jax's CPU check: 2 epochs over at
     # most 3,000 training examples, cluewsc2020 6 over all 1,244; full dev splits; not comparable with
     # official scores) or "eval_finetuning_sh" (the older script: batch 64, 5 epochs, cluewsc2020 5,

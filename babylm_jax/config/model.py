@@ -2,7 +2,8 @@
 
     model = ModelConfig.from_config(config.model)   # names any unknown, mistyped or invalid key
 
-The defaults are configs/base.py's values (a test holds them equal).
+The defaults below are the one home of the model's sizes and switches: configs/base.py starts
+from them, and a key that a run's config.json lacks takes them.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ MLPS = ("swiglu", "gelu")  # model.mlp
 class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`."""
 
-    family: str = "causal"  # a key of core.registries.families.FAMILY_SPECS
+    family: str = "causal"  # a key of core.registries.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
     vocab_size: int = 6000
     d_model: int = 128
     num_layers: int = 4
@@ -36,15 +37,19 @@ class ModelConfig:
     dropout: float = 0.0
     scan_layers: bool = False
     remat: str = "none"
-    dtype: str = "float32"
-    attention: str = "auto"  # "auto" (resolved per platform: model.attention.resolve) or a key of
-    # core.registries.attention_backends.ATTENTION_BACKENDS
-    residual_dtype: str = "float32"  # the residual stream between blocks ("float32" also in bf16 runs)
+    dtype: str = "float32"  # the compute dtype; "bfloat16" on accelerators
+    # "auto" (resolved per platform by model.attention.resolve: cuDNN flash attention on a CUDA GPU in bf16,
+    # Pallas splash attention on TPU, "reference" on CPU, "xla" elsewhere) or a key of
+    # core.registries.attention_backends.ATTENTION_BACKENDS: "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16
+    # only), "splash" (TPU only; rows of a multiple of 128 tokens, others take "xla") or "reference"
+    # (written-out gradient)
+    attention: str = "auto"
+    residual_dtype: str = "float32"  # the residual stream between blocks; "bfloat16" only with dtype bfloat16
 
     @classmethod
     def from_config(cls, model_config: Any) -> "ModelConfig":
         """Builds the model config from `config.model`, naming any unknown, mistyped or invalid key;
-        a key left out takes the default above (configs/base.py's value)."""
+        a key left out takes the default above."""
         config = build(cls, model_config, "model.")
         config.validate()
         return config

@@ -8,11 +8,10 @@ an input row's first token (mlm/hybrid) or its last (causal). Classification and
 choice share the loop: an example has one input row, or one per option scored by the shared
 head and compared by softmax.
 
-Official protocol (its trainer.py, utils.py): AdamW lr 3e-5 (b2 0.999, eps 1e-8, weight
-decay 0.01 on every parameter, no gradient clipping), batch 32 with the last partial batch
-dropped, 10 epochs (cluewsc2020 30), max length 128, linear warmup over 6% of the steps then
-cosine down to 0.1 x the peak, seed 42 (configs/eval.py, `finetune.*`); score = dev accuracy
-at the best epoch.
+Official protocol (its trainer.py, utils.py; the values in config/eval_defaults.py's
+`OFFICIAL_FINETUNE`, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
+parameter, no gradient clipping), the last partial batch of an epoch dropped, linear warmup
+then cosine down to a share of the peak; score = dev accuracy at the best epoch.
 Examples are packed whole into rows of max_len tokens with segment ids (`finetune_packing`):
 a training step computes the batch's real tokens and little padding, and the dev split runs in
 batches of one shape; rows are split over a data-parallel mesh of the local devices.
@@ -147,7 +146,7 @@ def learning_rates(options: FinetuneOptions, num_steps: int) -> np.ndarray:
     return (options.learning_rate * factor).astype(np.float32)
 
 
-def make_optimizer(settings: StepSettings) -> optax.GradientTransformation:
+def finetune_optimizer(settings: StepSettings) -> optax.GradientTransformation:
     """AdamW (b2 0.999, eps 1e-8) without the learning rate, weight decay on every parameter (torch.optim.AdamW
     over model.parameters()); clipping only when max_grad_norm > 0. Updates are scaled by -lr in `train_step`."""
     clip = [optax.clip_by_global_norm(settings.max_grad_norm)] if settings.max_grad_norm > 0 else []
@@ -191,7 +190,7 @@ def train_step(
     params, opt_state = state
     loss_fn = functools.partial(_loss, model)
     loss, grads = jax.value_and_grad(loss_fn)(params, batch, jax.random.fold_in(dropout_key, step))
-    updates, opt_state = make_optimizer(settings).update(grads, opt_state, params)
+    updates, opt_state = finetune_optimizer(settings).update(grads, opt_state, params)
     params = jax.tree.map(lambda p, u: p - learning_rate * u, params, updates)
     return (params, opt_state), loss
 
@@ -269,7 +268,7 @@ def finetune(
     learning_rate = learning_rates(options, num_steps)
     settings = StepSettings(options.weight_decay, options.max_grad_norm)
     params = _initial_params(body_params, task.num_outputs, config.d_model, jax.random.fold_in(key, 0))
-    state = jax.device_put((params, make_optimizer(settings).init(params)), shape.slots)
+    state = jax.device_put((params, finetune_optimizer(settings).init(params)), shape.slots)
     dropout_key = jax.random.fold_in(key, 1)
     dev_packed = shape.eval_batches(dev)
     dev_batches = [shape.device(b) for b in dev_packed]
@@ -403,15 +402,15 @@ def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.f
     return figure
 
 
-def run_finetune_task(
-    loaded: LoadedModel, data_dir: str | pathlib.Path, task_name: str, options: FinetuneOptions
-) -> TaskResult:
-    """Reads the task, fine-tunes `loaded` on it with `options`, and reports dev accuracy."""
+def run_finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+    """The registry's runner for the fine-tuning tasks: reads the task through its entry, fine-tunes `loaded` on it
+    with the task's options, and reports dev accuracy (and accuracy per group when its rows name one)."""
+    options, task_name = settings.finetune[spec.name], spec.name
     task = clue.load_clue_task(data_dir, task_name, options.limit, options.train_examples or None)
     for split, count in task.dropped.items():
         if count and options.progress:
-            print(f"[finetune] {task_name}: dropped {count:,} unlabelled {split} rows (label "
-                  f"{clue.OCNLI_DROPPED_LABEL!r}), as the official preparation does", flush=True)
+            print(f"[finetune] {task_name}: dropped {count:,} unlabelled {split} rows, as the official preparation does",
+                  flush=True)
     outcome = finetune(loaded.model, loaded.params, task, loaded.tokenizer, options)
     details: dict[str, Any] = {
         "num_items": len(task.dev),
@@ -425,8 +424,8 @@ def run_finetune_task(
         "tokens": outcome.tokens,
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()},
     }
-    if task_name == "diagnostic_nli":
-        details["per_phenomenon"] = per_group_accuracy(task.dev, outcome.best_predictions)
+    if spec.finetune.fields.group:
+        details[f"per_{spec.finetune.fields.group}"] = per_group_accuracy(task.dev, outcome.best_predictions)
     for split, count in outcome.num_truncated.items():
         if count:
             print(f"[finetune] {task_name}: truncated {count} {split} rows to {options.max_len} tokens", flush=True)
@@ -435,8 +434,3 @@ def run_finetune_task(
         details=details,
         figures={"epochs": epoch_curve_figure(task_name, outcome)},
     )
-
-
-def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
-    """The registry's runner for the six fine-tuning tasks."""
-    return run_finetune_task(loaded, data_dir, spec.name, settings.finetune[spec.name])

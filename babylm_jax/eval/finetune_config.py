@@ -19,8 +19,8 @@ pipeline before 2026-06-05 (2c8a2d9) spelled that override `wsc_epochs: 30`, rea
 official pipeline ignores) fine-tunes on a fixed N of each training split. Here they become
 per-task overrides of `FinetuneOptions` fields (`TaskSettings`).
 
-Named protocols: "official" (the pipeline's `configs/config.yaml`: lr 3e-5, batch 32, 10
-epochs, cluewsc2020 30, length 128, seed 42), "quick" (a check that fits a laptop CPU, not
+Named protocols: "official" (the pipeline's `configs/config.yaml`, whose values live in
+config/eval_defaults.py's `OFFICIAL_FINETUNE`), "quick" (a check that fits a laptop CPU, not
 comparable with official scores: 2 epochs over a fixed 3,000 examples of each training split,
 cluewsc2020 6 epochs over its 1,244; full dev splits) and "eval_finetuning_sh" (the older
 script: batch 64, 5 epochs, cluewsc2020 5, length 512).
@@ -30,24 +30,28 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
+from babylm_jax.config.eval_defaults import OFFICIAL_FINETUNE, OFFICIAL_TASK_FINETUNE
 from babylm_jax.core.storage.atomic import atomic_write_text
 from babylm_jax.tasks.registry import official_tasks
 
 OFFICIAL_TASKS = official_tasks("finetune")  # the tasks config.yaml fine-tunes
-# config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing
+# config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing (the official protocol)
 KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
         "seed": "seed", "train_examples": "train_examples"}
-PIPELINE_DEFAULTS = {"lr": 3e-5, "batch_size": 32, "max_epochs": 10, "sequence_length": 128, "seed": 42}
+_FIELDS = {field: key for key, field in KEYS.items()}
+PIPELINE_DEFAULTS = {key: OFFICIAL_FINETUNE[field] for key, field in KEYS.items() if field in OFFICIAL_FINETUNE}
+OFFICIAL_OVERRIDES = {task: {_FIELDS[field]: value for field, value in values.items()}
+                      for task, values in OFFICIAL_TASK_FINETUNE.items()}  # cluewsc2020: max_epochs 30
 _TYPES = {"lr": float, "batch_size": int, "max_epochs": int, "sequence_length": int, "seed": int, "train_examples": int}
 LEGACY_WSC_EPOCHS = "wsc_epochs"  # 2c8a2d9's key: cluewsc2020's max_epochs
 
 TaskSettings = dict[str, dict[str, Any]]  # task -> {FinetuneOptions field: value}
 
 PROTOCOLS: dict[str, dict[str, Any]] = {  # name -> finetune_hparams, as config.yaml holds them
-    "official": {**PIPELINE_DEFAULTS, "task_overrides": {"cluewsc2020": {"max_epochs": 30}}},
+    "official": {**PIPELINE_DEFAULTS, "task_overrides": OFFICIAL_OVERRIDES},
     "quick": {**PIPELINE_DEFAULTS, "max_epochs": 2, "train_examples": 3000,
               "task_overrides": {"cluewsc2020": {"max_epochs": 6}}},
-    "eval_finetuning_sh": {"lr": 3e-5, "batch_size": 64, "max_epochs": 5, "sequence_length": 512, "seed": 42,
+    "eval_finetuning_sh": {**PIPELINE_DEFAULTS, "batch_size": 64, "max_epochs": 5, "sequence_length": 512,
                            "task_overrides": {"cluewsc2020": {"max_epochs": 5}}},
 }
 
@@ -120,15 +124,14 @@ def load(protocol: str, tasks: tuple[str, ...] = OFFICIAL_TASKS) -> TaskSettings
 
 def hparams_from_settings(settings: TaskSettings) -> dict[str, Any]:
     """`finetune_hparams` that reproduces `settings`: the values most tasks share, each task's differences as overrides."""
-    fields = {v: k for k, v in KEYS.items()}
     tasks = list(settings)
     glob = {}
-    for field, key in fields.items():
+    for field, key in _FIELDS.items():
         values = [settings[t][field] for t in tasks if field in settings[t]]
         glob[key] = max(values, key=values.count) if values else PIPELINE_DEFAULTS.get(key, 0)
     overrides = {}
     for task in tasks:
-        differ = {fields[f]: v for f, v in settings[task].items() if f in fields and v != glob[fields[f]]}
+        differ = {_FIELDS[f]: v for f, v in settings[task].items() if f in _FIELDS and v != glob[_FIELDS[f]]}
         overrides[task] = {k: settings[task].get(KEYS[k], glob[k]) for k in ("lr", "batch_size", "max_epochs")} | differ
     if not glob["train_examples"] and not any("train_examples" in o for o in overrides.values()):
         del glob["train_examples"]  # the whole splits: the official pipeline's only way

@@ -40,7 +40,7 @@ def find_results(run: str | pathlib.Path) -> pathlib.Path:
     return found
 
 
-def read_results(path: pathlib.Path) -> Results:
+def read_checked_results(path: pathlib.Path) -> Results:
     """A results.json in the official shape, checked (task -> {metric: number})."""
     data = read_json(path, "rerun evaluate to rewrite it, or leave the run out")
     if not isinstance(data, dict):
@@ -130,7 +130,7 @@ def leaderboard_entry(results: Results) -> Results:
 def gather(run_paths: Sequence[str | pathlib.Path], output: str | pathlib.Path) -> dict[str, pathlib.Path]:
     """Reads every run, writes gather.csv, gather.md and leaderboard_<run>.json under `output`; returns the paths."""
     files = [find_results(p) for p in run_paths]
-    runs = dict(zip(run_names(files), (read_results(f) for f in files)))
+    runs = dict(zip(run_names(files), (read_checked_results(f) for f in files)))
     header, rows = table(runs)
     output = pathlib.Path(output)
     written = {"csv": output / "gather.csv", "markdown": output / "gather.md"}

@@ -179,7 +179,8 @@ def evaluate_pairs(
     return {**stats, "scoring": name, "unk_rule": bool(unk_is_wrong)}
 
 
-def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
+def run_minimal_pairs(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path,
+                      settings: EvalSettings) -> TaskResult:
     """Registry runner for every minimal-pair task (`spec.pair_format`, `spec.unk_is_wrong`)."""
     files = spec.find_files(data_dir)
     pairs = read_pairs(files, spec.pair_format, settings.limit)

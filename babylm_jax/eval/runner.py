@@ -15,14 +15,15 @@ from babylm_jax.tasks.registry import TaskSpec
 
 Runner = Callable[[TaskSpec, LoadedModel, pathlib.Path, EvalSettings], TaskResult]
 RUNNERS: dict[str, Runner] = {  # TaskSpec.runner -> the function that scores the task
-    "minimal_pairs": minimal_pairs.run_task,
-    "finetune": finetune.run_task,
+    "minimal_pairs": minimal_pairs.run_minimal_pairs,
+    "finetune": finetune.run_finetune,
     "word_fmri": fmri.run_word_fmri,
     "fmri": fmri.run_fmri,
 }
 
 
-def run_task(spec: TaskSpec, loaded: LoadedModel, data_dir: str | pathlib.Path, settings: EvalSettings) -> TaskResult:
+def run_registry_task(spec: TaskSpec, loaded: LoadedModel, data_dir: str | pathlib.Path,
+                      settings: EvalSettings) -> TaskResult:
     """The task's result on the loaded model."""
     return RUNNERS[spec.runner](spec, loaded, pathlib.Path(data_dir), settings)
 
@@ -44,7 +45,7 @@ def evaluate(
         try:
             print(f"[evaluate] {spec.name} ({spec.track}) ...", flush=True)
             started = time.perf_counter()
-            results[spec.name] = run_task(spec, loaded, data_dir, settings)
+            results[spec.name] = run_registry_task(spec, loaded, data_dir, settings)
             results[spec.name].details["seconds"] = round(time.perf_counter() - started, 1)
         except Exception as error:  # noqa: BLE001 - recorded, and raised again once the others are written
             print(f"[evaluate] {spec.name} failed: {type(error).__name__}: {error}", flush=True)

@@ -16,8 +16,9 @@ import ml_collections
 from babylm_jax.config import eval_defaults
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.typed import Rule, build
-from babylm_jax.eval import clue, cogbench, finetune_config, ridge
+from babylm_jax.eval import cogbench, finetune_config, ridge
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.tasks.registry import task_names
 
 DEFAULT_CONFIG = pathlib.Path(eval_defaults.__file__)  # the one home of the values, shipped in the package
 
@@ -210,18 +211,18 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
     """
     protocol = finetune.get("protocol") or ""
     common = {k: v for k, v in dict(finetune).items() if k not in ("tasks", "protocol")}
-    per_task = dict(finetune.get("tasks") or {})
-    unknown = sorted(set(per_task) - set(clue.TASK_NAMES))
+    per_task, names = dict(finetune.get("tasks") or {}), task_names("finetune")
+    unknown = sorted(set(per_task) - set(names))
     if unknown:
-        raise ValueError(f"config key finetune.tasks.{unknown[0]}: not a fine-tuning task; known: {list(clue.TASK_NAMES)}")
+        raise ValueError(f"config key finetune.tasks.{unknown[0]}: not a fine-tuning task; known: {list(names)}")
     options = {}
-    for task in clue.TASK_NAMES:
+    for task in names:
         overrides = {k: v for k, v in dict(per_task.get(task) or {}).items() if v is not None}
         options[task] = build(FinetuneOptions, {**common, **overrides}, "finetune.", {"limit": limit},
                               {k: f"finetune.tasks.{task}." for k in overrides})
     if protocol:
         try:
-            chosen = finetune_config.load(str(protocol), clue.TASK_NAMES)
+            chosen = finetune_config.load(str(protocol), names)
         except (OSError, ValueError) as error:
             raise ValueError(f"config key finetune.protocol={protocol!r}: {error}") from None
         for task, values in chosen.items():

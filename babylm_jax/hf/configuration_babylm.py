@@ -11,23 +11,25 @@ class BabyLMConfig(PretrainedConfig):
 
     `output_layer` picks which entry of `hidden_states` (0 = embeddings, num_hidden_layers =
     final normed output; negative counts from the end) AutoModel returns as `last_hidden_state`.
+    The sizes and switches have no default here: an export's config.json carries every one, from
+    the run's model config (babylm_jax/config/model.py holds their defaults).
     """
 
     model_type = "babylm"
 
     def __init__(
         self,
-        vocab_size: int = 6000,
-        hidden_size: int = 128,
-        num_hidden_layers: int = 4,
-        num_attention_heads: int = 4,
-        intermediate_size: int = 384,
-        max_position_embeddings: int = 512,
-        family: str = "causal",
-        mlp: str = "swiglu",
-        norm: str = "rmsnorm",
+        vocab_size: int | None = None,
+        hidden_size: int | None = None,
+        num_hidden_layers: int | None = None,
+        num_attention_heads: int | None = None,
+        intermediate_size: int | None = None,
+        max_position_embeddings: int | None = None,
+        family: str | None = None,
+        mlp: str | None = None,
+        norm: str | None = None,
         norm_eps: float = 1e-6,
-        rope_theta: float = 10000.0,
+        rope_theta: float | None = None,
         output_layer: int = -1,
         initializer_range: float = 0.02,
         pad_token_id: int = 0,

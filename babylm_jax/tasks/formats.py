@@ -1,9 +1,9 @@
 """The field names of each evaluation task's files: one home for every reader.
 
 Read by the minimal-pair scorer (eval/minimal_pairs.py), the fine-tuning readers
-(eval/clue.py), the leakage check (tasks/leakage.py) and the UNK audit (tasks/unk_audit.py);
-each task's format is named by its registry entry (tasks/registry.py).
-Files are one JSON object a line, except c3 (one JSON list a file).
+(tasks/readers.py), the leakage check (tasks/leakage.py) and the UNK audit (tasks/unk_audit.py);
+each task's format (and a fine-tuning task's `RowFields`) is named by its registry entry
+(tasks/registry.py). Files are one JSON object a line, except c3 (one JSON list a file).
 
 Minimal pairs: a good and a bad sentence, the UID that accuracy is macro-averaged over and
 the phenomenon it is reported under. The hanzi files come in two shapes: from the hub
@@ -55,14 +55,7 @@ class RowFields:
     group: str | None = None  # results are also reported per group
 
 
-FINETUNE_FORMATS: dict[str, RowFields] = {
-    "afqmc": RowFields(("sentence1", "sentence2")),
-    "ocnli": RowFields(("sentence1", "sentence2")),
-    "diagnostic_nli": RowFields(("sentence1", "sentence2"), group="phenomenon"),
-    "tnews": RowFields(("sentence",)),
-    "cluewsc2020": RowFields(("text",)),  # plus WSC_TARGET, asked about as a question
-}
-WSC_TARGET = ("target", "span1_text", "span2_text")  # cluewsc2020: the object and its two spans
+WSC_TARGET = ("target", "span1_text", "span2_text")  # cluewsc2020: the object and its two spans, asked about
 # After the official preparation (full_eval/clue/<task>.{train,valid}.jsonl): the same texts with
 # cluewsc2020's spans flattened to the top level, every label an integer id (ocnli -1 = unlabelled).
 PREPARED_WSC_SPANS = ("span1_text", "span2_text")

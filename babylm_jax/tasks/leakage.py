@@ -18,8 +18,8 @@ import tqdm
 
 from babylm_jax.core.reading.text import Normalizer
 from babylm_jax.tasks import layout
-from babylm_jax.core.reading.jsonl import read_json, read_jsonl
-from babylm_jax.tasks.registry import official_clue_task, text_fields
+from babylm_jax.tasks.readers import eval_texts, has_texts
+from babylm_jax.tasks.registry import get_task, official_clue_task, task_of_folder
 from babylm_jax.core.host.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
@@ -38,37 +38,23 @@ def _task_files(folder: pathlib.Path) -> list[pathlib.Path]:
 def iter_eval_items(data_dir: str | pathlib.Path) -> Iterator[tuple[str, str]]:
     """(task, text) for every evaluation text found under `data_dir`.
 
-    Reads the text fields (registry.text_fields) of the minimal-pair folders (zhoblimp/,
-    xcomps_zh/, hanzi_*/) and the CLUE folders, and the paragraphs of c3/ (whole-file JSON lists
-    of [paragraphs, questions, id]). Folders named *excluded* are skipped. The official
-    layout's full_eval/ folders are read too (`tasks.layout`), full_eval/clue/ file by file.
+    Every .json/.jsonl file of a task folder (the registry's `task_of_folder`) is read by its
+    task's reader (`readers.eval_texts`: the minimal pairs' sentences, the fine-tuning rows'
+    texts, c3's paragraphs). Folders named *excluded* are skipped. The official layout's
+    full_eval/ folders are read too (`tasks.layout`), full_eval/clue/ file by file.
     """
     data_dir = pathlib.Path(data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"Evaluation data directory not found: {data_dir}")
     for task, folder in layout.task_folders(data_dir):
-        if task == "clue" and folder.parent.name == "full_eval":
-            for path in _task_files(folder):
-                clue_task = official_clue_task(path)
-                for _, row in read_jsonl(path) if clue_task else ():
-                    for field in text_fields(clue_task):
-                        if isinstance(row.get(field), str):
-                            yield clue_task, row[field]
-            continue
-        if task == "c3":
-            for path in _task_files(folder):
-                for entry in read_json(path, "the c3 files are one JSON list each"):
-                    for line in entry[0]:
-                        yield task, line
-            continue
-        fields = text_fields(task)
-        if not fields:
+        official_clue = task == "clue" and folder.parent.name == "full_eval"
+        if not (official_clue or has_texts(task_of_folder(task))):
             continue
         for path in _task_files(folder):
-            for _, row in read_jsonl(path):
-                for field in fields:
-                    if isinstance(row.get(field), str):
-                        yield task, row[field]
+            name = official_clue_task(path) if official_clue else task
+            if name:
+                spec = get_task(name) if official_clue else task_of_folder(task)
+                yield from ((name, text) for text in eval_texts(spec, path))
 
 
 def _codes(text: str) -> np.ndarray:

@@ -2,17 +2,45 @@
 
 A spec names the task's folder under the data directory (and in the official download), the
 files it reads, their format (`formats`), its track and metric, what else it needs, and its
-runner by name: `eval.runner.RUNNERS[spec.runner]` scores it. Everything that asks which
-tasks there are, where their files lie or which fields they hold reads this table, so a
-task of a known format and runner is one entry here. It imports nothing of evaluation.
+runner by name: `eval.runner.RUNNERS[spec.runner]` scores it. A fine-tuning task's spec also
+holds a `FinetuneSpec`: its reader (`readers.READERS`), row fields, label map and split files.
+Everything that asks which tasks there are, where their files lie or which fields they hold
+reads this table, so a task of a known format and runner is one entry here. It imports
+nothing of evaluation.
 """
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import Iterator
 
 from babylm_jax.tasks import layout
-from babylm_jax.tasks.formats import FINETUNE_FORMATS, PAIR_FORMATS
+from babylm_jax.tasks.formats import RowFields
+
+SPLITS = ("train", "dev")  # a fine-tuning task's splits; dev is scored
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSpec:
+    """A fine-tuning task's part of its entry: how its files are read and what its labels are.
+
+    `train` and `dev` list each split's file patterns under the task's folder, as `TaskSpec.files`
+    does (all of them read, in order); a split that another task provides (`TaskSpec.needs`,
+    e.g. diagnostic_nli's "ocnli:train") has none. In the official layout a CLUE task's
+    splits are the official `<task>.{train,valid}.jsonl` instead.
+    """
+
+    reader: str  # the file format: a key of tasks.readers.READERS
+    labels: tuple[str, ...] = ()  # label names in id order, as the official pipeline numbers them; () = multiple choice
+    fields: RowFields = RowFields(())  # a row's text segments, label and group (the row readers)
+    train: tuple[str, ...] = ("train.json",)
+    dev: tuple[str, ...] = ("dev.json",)
+    unlabelled: str | None = None  # rows with this label are dropped (and -1 rows of the official preparation)
+
+    @property
+    def kind(self) -> str:
+        """"classification" (one input row, a label) or "multiple_choice" (one row per option)."""
+        return "classification" if self.labels else "multiple_choice"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,12 +56,13 @@ class TaskSpec:
     track: str
     metric: str  # the key of the official value in results.json, e.g. "accuracy" or "mean"
     runner: str  # the key of its runner in eval.runner.RUNNERS
-    files: tuple[str, ...]
+    files: tuple[str, ...] = ()  # () for a fine-tuning task: its files are its splits' (`finetune`)
     folder: str = ""  # defaults to `name`
     pair_format: str = ""  # minimal pairs: the file format (tasks.formats.PAIR_FORMATS)
     unk_is_wrong: bool = False  # minimal pairs: the hanzi UNK rule
-    needs: tuple[str, ...] = ()  # "<task>:<split>": another task's split it reads (trains on)
+    needs: tuple[str, ...] = ()  # "<task>:<split>": another task's split it reads as its own (trains on)
     official_dir: str = ""  # its folder in the official evaluation_data/ download; "" = not there
+    finetune: FinetuneSpec | None = None  # fine-tuning tasks: reader, labels, split files
 
     @property
     def directory_name(self) -> str:
@@ -53,16 +82,47 @@ class TaskSpec:
         return pathlib.Path(data_dir) / (self.official_dir if self.in_official_layout(data_dir) else self.directory_name)
 
     def file_patterns(self, data_dir: str | pathlib.Path) -> tuple[str, ...]:
-        """`files`, or the official file names of a CLUE task in the official layout."""
-        if self.official_clue and self.in_official_layout(data_dir):
-            return tuple(self.split_file(data_dir, split).name for split in layout.OFFICIAL_SPLITS)
-        return self.files
+        """`files`, or a fine-tuning task's split patterns in the layout found under `data_dir`."""
+        if self.finetune is None:
+            return self.files
+        return tuple(entry for split in SPLITS for entry in self.split_patterns(data_dir, split))
 
-    def split_file(self, data_dir: str | pathlib.Path, split: str) -> pathlib.Path:
-        """The file of a CLUE task's split ("train" or "dev") in the layout found under `data_dir`."""
+    def split_patterns(self, data_dir: str | pathlib.Path, split: str) -> tuple[str, ...]:
+        """A fine-tuning split's file patterns: the entry's, or the official file of a CLUE task in the official layout."""
         if self.official_clue and self.in_official_layout(data_dir):
-            return self.root(data_dir) / f"{self.name}.{layout.OFFICIAL_SPLITS[split]}.jsonl"
-        return pathlib.Path(data_dir) / self.directory_name / f"{split}.json"
+            return (f"{self.name}.{layout.OFFICIAL_SPLITS[split]}.jsonl",)
+        return getattr(self.finetune, split)
+
+    def split_source(self, split: str) -> "TaskSpec":
+        """The task whose `split` files this one reads: the one its `needs` names for that split, else itself."""
+        for need in self.needs:
+            task, needed_split = need.split(":")
+            if needed_split == split:
+                return get_task(task)
+        return self
+
+    def split_files(self, data_dir: str | pathlib.Path, split: str) -> Iterator[pathlib.Path]:
+        """The files of a fine-tuning split, pattern by pattern; FileNotFoundError at the first that matches nothing."""
+        for entry in self.split_patterns(data_dir, split):
+            yield from self._matches(data_dir, entry)
+
+    def _matches(self, data_dir: str | pathlib.Path, entry: str) -> list[pathlib.Path]:
+        """The files of a `files` entry under the task's folder: its first alternative ("|") that matches."""
+        root = self.root(data_dir)
+        for pattern in entry.split("|"):
+            matches = sorted(p for p in root.glob(pattern) if p.is_file())
+            if matches:
+                return matches
+        raise FileNotFoundError(f"task {self.name}: no file matches {entry!r} in {root}")
+
+    def missing_split_file(self, data_dir: str | pathlib.Path, split: str) -> pathlib.Path | None:
+        """The first of a fine-tuning split's patterns that matches no file (as a path), else None."""
+        for entry in self.split_patterns(data_dir, split):
+            try:
+                self._matches(data_dir, entry)
+            except FileNotFoundError:
+                return self.root(data_dir) / entry
+        return None
 
     def find_files(self, data_dir: str | pathlib.Path) -> list[pathlib.Path]:
         """All files the task reads, sorted; FileNotFoundError names what is missing."""
@@ -71,19 +131,10 @@ class TaskSpec:
             raise FileNotFoundError(f"task {self.name}: directory {root} does not exist")
         for need in self.needs:
             task, split = need.split(":")
-            if not get_task(task).split_file(data_dir, split).is_file():
-                raise FileNotFoundError(f"task {self.name}: trains on {task}'s {split} split, and "
-                                        f"{get_task(task).split_file(data_dir, split)} does not exist")
-        found: list[pathlib.Path] = []
-        for entry in self.file_patterns(data_dir):
-            for pattern in entry.split("|"):
-                matches = sorted(p for p in root.glob(pattern) if p.is_file())
-                if matches:
-                    found.extend(matches)
-                    break
-            else:
-                raise FileNotFoundError(f"task {self.name}: no file matches {entry!r} in {root}")
-        return found
+            missing = get_task(task).missing_split_file(data_dir, split)
+            if missing is not None:
+                raise FileNotFoundError(f"task {self.name}: trains on {task}'s {split} split, and {missing} does not exist")
+        return [path for entry in self.file_patterns(data_dir) for path in self._matches(data_dir, entry)]
 
     def missing_reason(self, data_dir: str | pathlib.Path) -> str | None:
         """None when the task's files are present, else why it cannot run."""
@@ -93,6 +144,9 @@ class TaskSpec:
             return str(error)
         return None
 
+
+NLI_LABELS = ("neutral", "entailment", "contradiction")  # ocnli and diagnostic_nli
+TNEWS_LABELS = tuple(str(code) for code in sorted({*range(100, 117)} - {105, 111}))  # 15 codes -> 0..14
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -109,18 +163,21 @@ TASKS: dict[str, TaskSpec] = {
                  pair_format="hanzi_structure", unk_is_wrong=True),
         TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
                  pair_format="hanzi_pinyin", unk_is_wrong=True),
-        # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py).
-        TaskSpec("afqmc", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
-                 official_dir=layout.OFFICIAL_CLUE_DIR),
-        TaskSpec("ocnli", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
-                 official_dir=layout.OFFICIAL_CLUE_DIR),
-        TaskSpec("tnews", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
-                 official_dir=layout.OFFICIAL_CLUE_DIR),
-        TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", ("train.json", "dev.json"),
-                 official_dir=layout.OFFICIAL_CLUE_DIR),
-        TaskSpec("c3", "finetune", "accuracy", "finetune",
-                 ("c3-d-train.json", "c3-m-train.json", "c3-d-dev.json", "c3-m-dev.json")),
-        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", ("*.json|*.jsonl",), needs=("ocnli:train",)),
+        # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py); files and
+        # labels as tasks/readers.py describes them.
+        TaskSpec("afqmc", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec("rows", ("0", "1"), RowFields(("sentence1", "sentence2")))),
+        TaskSpec("ocnli", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec("rows", NLI_LABELS, RowFields(("sentence1", "sentence2")), unlabelled="-")),
+        TaskSpec("tnews", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec("rows", TNEWS_LABELS, RowFields(("sentence",)))),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec("wsc", ("true", "false"), RowFields(("text",)))),
+        TaskSpec("c3", "finetune", "accuracy", "finetune", finetune=FinetuneSpec(
+            "c3", train=("c3-d-train.json", "c3-m-train.json"), dev=("c3-d-dev.json", "c3-m-dev.json"))),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", needs=("ocnli:train",), finetune=FinetuneSpec(
+            "rows", NLI_LABELS, RowFields(("sentence1", "sentence2"), group="phenomenon"), train=(),
+            dev=("*.json|*.jsonl",))),
         # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
         TaskSpec("word_fmri", "fmri", "mean", "word_fmri",
                  ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
@@ -152,14 +209,6 @@ def official_clue_task(path: pathlib.Path) -> str | None:
     """The task of a full_eval/clue/<task>.<split>.jsonl file of the official download, else None."""
     task = path.name.split(".")[0]
     return task if path.parent.name == "clue" and task in TASKS and get_task(task).official_clue else None
-
-
-def text_fields(folder: str) -> tuple[str, ...]:
-    """The fields holding evaluation text in the line-JSON files of task folder `folder`; () when none."""
-    spec = task_of_folder(folder)
-    if spec is not None and spec.pair_format:
-        return PAIR_FORMATS[spec.pair_format].good, PAIR_FORMATS[spec.pair_format].bad
-    return FINETUNE_FORMATS[spec.name].texts if spec is not None and spec.name in FINETUNE_FORMATS else ()
 
 
 def get_task(name: str) -> TaskSpec:

@@ -106,7 +106,7 @@ class Ours:
         self.settings = finetune.StepSettings(weight_decay=0.01, max_grad_norm=0.0)
         self.mesh = finetune.data_mesh()
         self.rows, self.slots = NamedSharding(self.mesh, P("data")), NamedSharding(self.mesh, P())
-        self.state = jax.device_put((params, finetune.make_optimizer(self.settings).init(params)), self.slots)
+        self.state = jax.device_put((params, finetune.finetune_optimizer(self.settings).init(params)), self.slots)
         defaults = default_settings().finetune["afqmc"]
         self.batch_size, self.max_len, self.last = batch_size, max_len, config.family == "causal"
         self.rows_multiple, self.eval_rows = defaults.rows_multiple, defaults.eval_rows

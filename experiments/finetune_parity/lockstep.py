@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     num_steps = sum(len(steps) for steps in plan.members)
     learning_rate = finetune.learning_rates(options, num_steps)
     settings = finetune.StepSettings(options.weight_decay, options.max_grad_norm)
-    state = jax.device_put((params, finetune.make_optimizer(settings).init(params)), shape.slots)
+    state = jax.device_put((params, finetune.finetune_optimizer(settings).init(params)), shape.slots)
     dev_batches = [shape.device(b) for b in shape.eval_batches(dev)]
     key = jax.random.PRNGKey(0)
 
