@@ -1,13 +1,14 @@
 """A fine-tuning task added as one registry entry, and nothing else: its folder, files, fields, label map
 and unlabelled rows are read, it is fine-tuned and scored end to end by `evaluate`, its per-task config
-key exists, and the leakage check reads its texts."""
+key exists, and the leakage check reads its texts. A minimal-pair task in a format of its own: one
+entry and its format."""
 import json
 import pathlib
 
 from babylm_jax import evaluate
 from babylm_jax.eval import clue
-from babylm_jax.tasks import leakage, registry
-from babylm_jax.tasks.formats import RowFields
+from babylm_jax.tasks import formats, leakage, registry
+from babylm_jax.tasks.formats import PairFields, RowFields
 
 # Everything the task is: an existing format ("rows") with fields, labels and files of its own, in a
 # folder named unlike the task (TaskSpec.root is honoured).
@@ -69,3 +70,26 @@ def test_the_entry_is_fine_tuned_and_scored_end_to_end(tmp_path, monkeypatch):
     assert accuracy == max(details["dev_accuracy_per_epoch"]) == details["dev_accuracy_per_epoch"][details["best_epoch"] - 1]
     assert (details["num_items"], details["num_train"], details["num_dropped"]) == (6, 16, {"train": 1, "dev": 0})
     assert set(details["per_kind"]) == {"even", "odd"}  # accuracy per the entry's group field
+
+
+PAIRS_ENTRY = registry.TaskSpec("fixture_pairs", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+                                pair_format="fixture_pairs")
+PAIRS_FORMAT = PairFields("good", "bad", "paradigm", None)
+
+
+def test_a_minimal_pair_task_is_one_entry_and_its_format(tmp_path, monkeypatch):
+    from fixtures.run import make_run
+
+    monkeypatch.setitem(registry.TASKS, PAIRS_ENTRY.name, PAIRS_ENTRY)
+    monkeypatch.setitem(formats.PAIR_FORMATS, "fixture_pairs", PAIRS_FORMAT)
+    rows = [{"good": "我们去公园散步", "bad": "我们公园去散步", "paradigm": "order"},
+            {"good": "他把杯子打碎了", "bad": "他把杯子打碎", "paradigm": "order"},
+            {"good": "今天天气很好", "bad": "今天天气很", "paradigm": "ending"}]
+    write_rows(tmp_path / "data" / "fixture_pairs" / "pairs.jsonl", rows)
+    make_run(tmp_path / "run")
+    output = tmp_path / "eval" / "results.json"
+    evaluate.main(["evaluate", f"--workdir={tmp_path / 'run'}", f"--data_dir={tmp_path / 'data'}",
+                   "--tasks=fixture_pairs", f"--output={output}"])
+    details = json.loads(output.with_name("results_details.json").read_text())["tasks"]["fixture_pairs"]
+    assert details["num_items"] == 3 and set(details["per_uid"]) == {"order", "ending"}
+    assert 0 <= json.loads(output.read_text())["fixture_pairs"]["accuracy"] <= 1
