@@ -5,7 +5,7 @@ import json
 import pathlib
 
 from babylm_jax import evaluate
-from babylm_jax.eval import clue
+from babylm_jax.eval.finetune import clue
 from babylm_jax.tasks import leakage, registry
 from babylm_jax.tasks.formats import RowFields
 

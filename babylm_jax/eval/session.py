@@ -17,7 +17,9 @@ from typing import Any, Callable, Sequence
 from babylm_jax.config.cli import Stopped
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval import finetune_config, milestone_curves, runner, scoring
+from babylm_jax.eval.finetune import protocols
+from babylm_jax.eval import milestone_curves, runner
+from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.eval.settings import EvalSettings
@@ -46,16 +48,16 @@ def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> di
 
 def finetune_record(settings: EvalSettings, tasks: Sequence[str]) -> dict[str, Any]:
     """The fine-tuning settings used, per task that ran, in config.yaml's terms (for the details and report)."""
-    names = {field: key for key, field in finetune_config.KEYS.items()}
-    return {task: {names[f]: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
+    names = {field: key for key, field in protocols.KEYS.items()}
+    return {task: {names[f]: getattr(settings.finetune[task], f) for f in protocols.KEYS.values()}
             for task in tasks if task in settings.finetune}
 
 
 def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: str) -> pathlib.Path:
     """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
-    used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
-            for task in finetune_config.OFFICIAL_TASKS}
-    return finetune_config.write_config(path, used, backend=family_spec(family).official_backend)
+    used = {task: {f: getattr(settings.finetune[task], f) for f in protocols.KEYS.values()}
+            for task in protocols.OFFICIAL_TASKS}
+    return protocols.write_config(path, used, backend=family_spec(family).official_backend)
 
 
 @dataclasses.dataclass(frozen=True)

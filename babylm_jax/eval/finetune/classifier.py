@@ -12,7 +12,7 @@ Official protocol (its trainer.py, utils.py; the values in config/eval_defaults.
 `OFFICIAL_FINETUNE`, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
 parameter, no gradient clipping), the last partial batch of an epoch dropped, linear warmup
 then cosine down to a share of the peak; score = dev accuracy at the best epoch.
-Examples are packed whole into rows of max_len tokens with segment ids (`finetune_packing`):
+Examples are packed whole into rows of max_len tokens with segment ids (`example_packing`):
 a training step computes the batch's real tokens and little padding, and the dev split runs in
 batches of one shape; rows are split over a data-parallel mesh of the local devices.
 """
@@ -36,7 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval import clue, finetune_packing as packing
+from babylm_jax.eval.finetune import clue, example_packing as packing
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
