@@ -17,8 +17,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 ROOMS = ("core", "tasks", "config", "corpus", "model", "eval", "training", "hf", "tools")
 COMMANDS = len(ROOMS)
 MAX_MODULES = 10  # .py files in one folder of the package, __init__.py not counted
-# Rooms still flat and over MAX_MODULES, to be split into sub-rooms (issue 34); empty it once they are.
-PENDING_SPLIT = ("eval",)
 
 
 def module_names() -> dict[str, pathlib.Path]:
@@ -123,18 +121,10 @@ def sub_rooms() -> list[pathlib.Path]:
 def test_no_room_or_sub_room_holds_more_than_ten_modules():
     crowded = {}
     for folder in folders():
-        room = folder.relative_to(PACKAGE).parts[:1]
         modules = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
-        if len(modules) > MAX_MODULES and not (room and room[0] in PENDING_SPLIT):
+        if len(modules) > MAX_MODULES:
             crowded[folder.relative_to(PACKAGE.parent).as_posix()] = len(modules)
     assert not crowded, f"folders over {MAX_MODULES} modules (split them into sub-rooms of one job each): {crowded}"
-
-
-def test_pending_rooms_are_rooms_still_over_the_limit():
-    for room in PENDING_SPLIT:
-        assert room in ROOMS
-        assert len([path for path in (PACKAGE / room).glob("*.py") if path.name != "__init__.py"]) > MAX_MODULES, (
-            f"{room}/ is split: take it out of PENDING_SPLIT")
 
 
 @pytest.mark.parametrize("folder", sub_rooms(), ids=lambda folder: folder.relative_to(PACKAGE).as_posix())
