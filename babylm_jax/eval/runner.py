@@ -30,7 +30,7 @@ def run_registry_task(spec: TaskSpec, loaded: LoadedModel, data_dir: str | pathl
     return RUNNERS[spec.runner](spec, loaded, pathlib.Path(data_dir), settings)
 
 
-def evaluate(
+def run_registry_tasks(
     loaded: LoadedModel,
     data_dir: str | pathlib.Path,
     specs: Sequence[TaskSpec],

@@ -79,7 +79,7 @@ def evaluate_checkpoint(loaded: LoadedModel, evaluation: Evaluation,
     finished, nothing is), then the first failure or the stop is raised."""
     settings, specs = evaluation.settings, evaluation.specs
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed, stopped = runner.evaluate(loaded, evaluation.data_dir, specs, settings)
+    results, failed, stopped = runner.run_registry_tasks(loaded, evaluation.data_dir, specs, settings)
     not_run = {spec.name: f"not run: {stopped}" for spec in specs
                if stopped is not None and spec.name not in results and spec.name not in failed}
     written = _write_checkpoint_results(loaded, evaluation, output, results, failed, not_run) if results else {}

@@ -187,7 +187,7 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
                         np.zeros((reference_trs, 3)))
             timing = cogbench.StoryTiming(end, valid, reference_trs)
             design = encoding.story_design(planted_word_features(words, plan.latent_dim, plan.seed)[None], timing, hrf,
-                                       settings)[0]
+                                           settings)[0]
             for (roi, subject), weights in maps.items():
                 signal = design @ weights
                 response = _noisy(signal, plan.snr, plan.rng)

@@ -10,7 +10,7 @@ one token per character as the base model's character tokenizer gives (without t
 directory: uniform 16-128 tokens, said so). Two measures, each the best of `--repeats` runs
 with the matmul peak probed before each (`conditions.py`):
 
-1. MFU: `classifier.train_step` (the jitted AdamW step of the CLUE track, dropout on) on full
+1. MFU: `classifier.finetune_step` (the jitted AdamW step of the CLUE track, dropout on) on full
    rows of `--length` tokens, one example a row; analytic model FLOP/s over the matmul peak
    of this run and over the best known idle peak. FLOPs per step (multiply-add = 2, training
    = 3 x forward, as training/metrics/flops.py): per token 2 x (per layer 4 D^2 + MLP weights) +
@@ -24,7 +24,7 @@ with the matmul peak probed before each (`conditions.py`):
    longest row, shuffled, last partial batch dropped; cross-entropy, backward, AdamW, the
    cosine LambdaLR step, the per-step accuracy) and its evaluation (batches of 64 in file
    order, no_grad) run interleaved with ours (`example_packing` batches: examples packed
-   whole into rows of `--length` tokens; `train_step`, `predict_step`) on the same examples
+   whole into rows of `--length` tokens; `finetune_step`, `predict_step`) on the same examples
    in this process.
 
 Last lines: `finetune_mfu_vs_measured_peak`, `finetune_mfu_vs_idle_peak`,
@@ -96,7 +96,7 @@ def split_of(rng: np.random.Generator, config: ModelConfig, lengths: np.ndarray)
 
 
 class Ours:
-    """`classifier.train_step` / `predict_step` over `example_packing` batches."""
+    """`classifier.finetune_step` / `predict_step` over `example_packing` batches."""
 
     def __init__(self, config: ModelConfig, body_params: dict, batch_size: int, max_len: int):
         self.model = classifier.FinetuneModel(config, NUM_LABELS, multiple_choice=False)
@@ -126,8 +126,8 @@ class Ours:
     def train(self, split: clue.EncodedSplit, epoch: int) -> None:
         losses = []
         for batch in self.train_batches(split, epoch):
-            self.state, loss = classifier.train_step(self.model, self.settings, self.state, self.device(batch),
-                                                   self.key, np.int32(self.step), np.float32(3e-5))
+            self.state, loss = classifier.finetune_step(self.model, self.settings, self.state, self.device(batch),
+                                                        self.key, np.int32(self.step), np.float32(3e-5))
             losses.append(loss)
             self.step += 1
         jax.device_get(losses)
@@ -257,8 +257,8 @@ def main() -> None:
 
     def steps(count: int) -> None:
         for i in range(count):
-            ours.state, loss = classifier.train_step(ours.model, ours.settings, ours.state, device_batch, ours.key,
-                                                   np.int32(i), np.float32(3e-5))
+            ours.state, loss = classifier.finetune_step(ours.model, ours.settings, ours.state, device_batch, ours.key,
+                                                        np.int32(i), np.float32(3e-5))
         loss.block_until_ready()
 
     start = time.perf_counter()

@@ -10,7 +10,7 @@ copied into ours), take the SAME batches in the same order (babylm_jax's `TrainP
 official `Trainer` through a fixed batch sampler) and run with no dropout (the only random draw
 left inside a step). Everything else is each side's own code: the official `Trainer.train_epoch`
 and `Trainer.evaluate` run unmodified (its tokenizer, collate, head, AdamW, scheduler, EMA copy,
-right-padded final-token pooling), babylm_jax's packed `train_step` and `predict_step` likewise.
+right-padded final-token pooling), babylm_jax's packed `finetune_step` and `predict_step` likewise.
 
 Compared: the token ids of every example (ours against the official tokenizer's), the learning rate
 and the loss at every step, and after each epoch the dev accuracy and how many dev predictions
@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         official_accuracy = _with_metrics_hook(trainer, record_dev, trainer.evaluate)["accuracy"]
         started = time.perf_counter()
         for batch in plan.batches(epoch, shape.num_choices, shape.last):
-            state, loss = classifier.train_step(model, settings, state, shape.device(batch), key, np.int32(step),
-                                              learning_rate[step])
+            state, loss = classifier.finetune_step(model, settings, state, shape.device(batch), key, np.int32(step),
+                                                   learning_rate[step])
             our_losses.append(float(loss))
             step += 1
         our_seconds = time.perf_counter() - started
