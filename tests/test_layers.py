@@ -3,7 +3,7 @@
 Every import counts: module level, under `if TYPE_CHECKING:` and inside functions. A room may hold
 sub-rooms (sub-packages, `babylm_jax.<room>.<sub-room>.<module>`): they keep their room's rank, import
 each other one way, and each says its job in the one-line docstring that is its whole __init__.py.
-No room, sub-room or the command folder holds more than MAX_MODULES modules.
+No room, sub-room or the command folder holds more than MAX_MODULES modules, and no two modules share a file name.
 """
 from __future__ import annotations
 
@@ -125,6 +125,15 @@ def test_no_room_or_sub_room_holds_more_than_ten_modules():
         if len(modules) > MAX_MODULES:
             crowded[folder.relative_to(PACKAGE.parent).as_posix()] = len(modules)
     assert not crowded, f"folders over {MAX_MODULES} modules (split them into sub-rooms of one job each): {crowded}"
+
+
+def test_no_two_modules_share_a_file_name():
+    folders_of: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            folders_of.setdefault(path.name, []).append(path.parent.relative_to(PACKAGE.parent).as_posix())
+    twice = {name: sorted(where) for name, where in folders_of.items() if len(where) > 1}
+    assert not twice, f"module file names used more than once (name each by its job): {twice}"
 
 
 @pytest.mark.parametrize("folder", sub_rooms(), ids=lambda folder: folder.relative_to(PACKAGE).as_posix())
