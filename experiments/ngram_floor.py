@@ -7,7 +7,7 @@ Counted on exactly the corpus a run of `--config` trains on (the project's own p
 step: the same sources, normalisation and budget report, cached in `--workdir`), and
 scored as the causal models are: a sentence's score is the sum of log p(character |
 previous n-1 characters) after a sentence-start symbol, the end not read; accuracy per
-UID, macro-averaged, ties counted correct (`eval.minimal_pairs.pair_accuracy`). Prints a
+UID, macro-averaged, ties counted correct (`eval.zero_shot.minimal_pairs.pair_accuracy`). Prints a
 table and writes `<workdir>/ngram_floor.json`.
 
 Interpolated Kneser-Ney (Chen & Goodman 1998) with one absolute discount per order
@@ -29,7 +29,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.core.storage.atomic import atomic_write_json
 from babylm_jax.config.files import load_config_file
 from babylm_jax.corpus.tokens.preparation import prepare_corpus
-from babylm_jax.eval import minimal_pairs
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.tasks import registry as tasks
 
 START = "\x02"  # sentence-start symbol (never in the text)

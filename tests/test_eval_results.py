@@ -7,7 +7,8 @@ import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
-from babylm_jax.eval import minimal_pairs, results, scoring
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring
+from babylm_jax.eval import results
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.training.checkpoints.loading import load_for_eval
 
@@ -116,7 +117,7 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     """The same checkpoint on the official evaluation_data/ layout, fine-tuned by a participant's config.yaml."""
     import yaml
 
-    from babylm_jax.eval import finetune_config
+    from babylm_jax.eval.finetune import protocols
 
     submitted = tmp_path / "submitted.yaml"
     submitted.write_text("finetune_hparams:\n  lr: 1.0e-4\n  batch_size: 4\n  max_epochs: 2\n  sequence_length: 32\n"
@@ -136,7 +137,7 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     assert "## finetune_settings" in output.with_name("report.md").read_text()
     written = yaml.safe_load(output.with_name("config.yaml").read_text())
     assert written["models"][0]["backend"] == "causal"
-    assert finetune_config.read_config(output.with_name("config.yaml")) == finetune_config.read_config(submitted)
+    assert protocols.read_config(output.with_name("config.yaml")) == protocols.read_config(submitted)
 
     evaluate.main(["evaluate", "--gather", str(first_output.parent), str(output), "--output", str(tmp_path / "cmp")])
     gathered = (tmp_path / "cmp" / "gather.csv").read_text().splitlines()

@@ -7,7 +7,7 @@ import pytest
 from babylm_jax import evaluate
 from babylm_jax.config import cli
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval import cogbench
+from babylm_jax.eval.fmri import cogbench
 from babylm_jax.tasks.registry import task_names
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig

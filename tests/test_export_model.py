@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 
 from babylm_jax.core.registries.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib  # noqa: E402
-from babylm_jax.eval import minimal_pairs, scoring  # noqa: E402
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402

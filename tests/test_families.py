@@ -16,7 +16,8 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.core.registries import families
 from babylm_jax.core.registries.families import ENCODER, MASKED_LM, FamilySpec, family_spec
 from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
-from babylm_jax.eval import runner, scoring
+from babylm_jax.eval import runner
+from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval.settings import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives

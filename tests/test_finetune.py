@@ -12,7 +12,8 @@ import pytest
 
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval import clue, finetune, finetune_packing as packing, runner
+from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
+from babylm_jax.eval import runner
 from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
@@ -64,8 +65,8 @@ def choose_good_option(n: int, seed: int) -> list[clue.Example]:
 
 def model_and_params(family: str, num_outputs: int, multiple_choice: bool):
     body, body_params = tiny_body(family, 20)
-    model = finetune.FinetuneModel(body.config, num_outputs=num_outputs, multiple_choice=multiple_choice)
-    head = finetune.ClassifierHead(num_outputs).init(jax.random.PRNGKey(1), jnp.zeros((1, 32)))["params"]
+    model = classifier.FinetuneModel(body.config, num_outputs=num_outputs, multiple_choice=multiple_choice)
+    head = classifier.ClassifierHead(num_outputs).init(jax.random.PRNGKey(1), jnp.zeros((1, 32)))["params"]
     return body, model, {"params": {"body": body_params["params"], "head": head}}
 
 
@@ -75,7 +76,7 @@ def alone_logits(body, params, row: list[int], last: bool) -> np.ndarray:
     hidden, _ = body.apply({"params": params["params"]["body"]}, tokens, jnp.ones_like(tokens),
                            method=Transformer.encode)
     pooled = hidden[0, len(row) - 1 if last else 0]
-    return np.asarray(finetune.ClassifierHead(3).apply({"params": params["params"]["head"]}, pooled[None])[0])
+    return np.asarray(classifier.ClassifierHead(3).apply({"params": params["params"]["head"]}, pooled[None])[0])
 
 
 def random_rows(count: int, options: int, seed: int) -> clue.EncodedSplit:
@@ -91,7 +92,7 @@ def test_packed_rows_give_every_example_the_logits_it_gets_alone(family):
     split, last = random_rows(12, 1, 0), family == "causal"
     batches = [*packing.eval_batches(split, 32, 4, 16, 1, last),
                *packing.TrainPlan(split, 6, 32, 2, seed=0, epochs=1).batches(0, 1, last)]
-    apply = jax.jit(lambda b: finetune._logits(model, params["params"], b))
+    apply = jax.jit(lambda b: classifier._logits(model, params["params"], b))
     for batch in batches:
         assert batch["tokens"].shape[0] < (batch["index"] >= 0).sum()  # several examples share a row
         logits = np.asarray(apply(batch))
@@ -105,11 +106,11 @@ def test_multiple_choice_scores_each_option_as_it_scores_alone():
     body, model, params = model_and_params("mlm", 1, True)
     split = random_rows(9, 4, 1)
     (batch,) = packing.eval_batches(split, 64, 8, 9, 4, last=False)
-    logits = np.asarray(jax.jit(lambda b: finetune._logits(model, params["params"], b))(batch))
-    head_1 = finetune.ClassifierHead(1)
+    logits = np.asarray(jax.jit(lambda b: classifier._logits(model, params["params"], b))(batch))
+    head_1 = classifier.ClassifierHead(1)
     for slot, i in enumerate(batch["index"]):
         options = split.ids[i]
-        assert (logits[slot, len(options):] <= finetune.NEG_INF).all()
+        assert (logits[slot, len(options):] <= classifier.NEG_INF).all()
         for c, row in enumerate(options):
             tokens = jnp.asarray([row])
             hidden, _ = body.apply({"params": params["params"]["body"]}, tokens, jnp.ones_like(tokens),
@@ -119,13 +120,13 @@ def test_multiple_choice_scores_each_option_as_it_scores_alone():
 
 
 def test_the_official_head_and_schedule():
-    head = finetune.ClassifierHead(3).init(jax.random.PRNGKey(0), jnp.zeros((1, 64)))["params"]
+    head = classifier.ClassifierHead(3).init(jax.random.PRNGKey(0), jnp.zeros((1, 64)))["params"]
     assert set(head) == {"dense", "out"}  # LayerNorms without scale or bias
     bound = 1 / np.sqrt(64)  # nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), weights and biases
     for leaf in jax.tree.leaves(head):
         assert np.abs(leaf).max() <= bound and np.abs(leaf).max() > 0.8 * bound
     options = dataclasses.replace(FAST, learning_rate=1.0, warmup_ratio=0.06, min_lr_ratio=0.1)
-    rates = finetune.learning_rates(options, 100)
+    rates = classifier.learning_rates(options, 100)
     # evaluation_pipeline/finetune/utils.py's lambda, written out: warmup int(0.06 * 100) = 6 steps
     expected = [s / 6 if s < 6 else max(0.1, 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * (s - 6) / 94))) for s in range(100)]
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
@@ -137,7 +138,7 @@ def run(family: str, train, dev, options=FAST):
     kind = "multiple_choice" if len(train[0].choices) > 1 else "classification"
     labels = ("0", "1", "2") if kind == "classification" else ()
     task = clue.ClueTask("fixture", kind, labels, train, dev, {})
-    return finetune.finetune(body, params, task, TOKENIZER, options)
+    return classifier.finetune(body, params, task, TOKENIZER, options)
 
 
 def test_classification_learns_a_separable_task_and_is_deterministic():

@@ -6,7 +6,7 @@ import types
 import numpy as np
 import pytest
 
-from babylm_jax.eval import clue, finetune, finetune_packing as packing
+from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
 from babylm_jax.tasks.registry import get_task
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "clue"
@@ -61,7 +61,7 @@ def test_diagnostic_nli_trains_on_ocnli():
     assert [e.group for e in task.dev] == ["negation", "quantifier", "modality", "negation"]
     assert [e.label for e in task.dev] == [2, 1, 0, 1]
     predictions = np.array([2, 0, 0, 0])
-    assert finetune.per_group_accuracy(task.dev, predictions) == {"modality": 1.0, "negation": 0.5, "quantifier": 0.0}
+    assert classifier.per_group_accuracy(task.dev, predictions) == {"modality": 1.0, "negation": 0.5, "quantifier": 0.0}
 
 
 def write_jsonl(path: pathlib.Path, rows: list) -> None:

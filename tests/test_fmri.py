@@ -13,7 +13,7 @@ import scipy.stats
 
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
-from babylm_jax.eval import cogbench, features, fmri, ridge
+from babylm_jax.eval.fmri import cogbench, encoding, features, ridge
 from babylm_jax.tools import fmri_synth
 from babylm_jax.eval.settings import EvalSettings, default_settings
 from babylm_jax.tasks.registry import TaskSpec
@@ -30,11 +30,11 @@ def synth(tmp_path_factory) -> pathlib.Path:
 
 
 def _split_rows(counts):
-    return fmri._stack_masks(counts)
+    return encoding._stack_masks(counts)
 
 
 def test_tr_sampling_matrix_equals_direct_numpy_convolution():
-    hrf = fmri.spm_hrf()
+    hrf = encoding.spm_hrf()
     t = np.arange(0, 32, 0.71 / 71)
     direct_hrf = scipy.stats.gamma.pdf(t, 6) - scipy.stats.gamma.pdf(t, 16) / 6
     np.testing.assert_allclose(hrf, direct_hrf / direct_hrf.sum(), rtol=1e-5, atol=1e-9)
@@ -61,34 +61,34 @@ def test_tr_sampling_matrix_equals_direct_numpy_convolution():
     convolved = np.stack([np.convolve(hrf, series[:, d]) for d in range(5)], axis=1)[:grid_length]
     expected = convolved[::71][19:19 + reference_trs]
 
-    ours = fmri.tr_sampling_matrix(timing, hrf, settings) @ words_WxD
+    ours = encoding.tr_sampling_matrix(timing, hrf, settings) @ words_WxD
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-6)
-    design = fmri.story_design(words_WxD[None], timing, hrf, settings)[0]
+    design = encoding.story_design(words_WxD[None], timing, hrf, settings)[0]
     np.testing.assert_allclose(design, (expected - expected.mean()) / expected.std(), rtol=1e-3, atol=1e-4)
 
     with pytest.raises(ValueError, match="reference"):
-        fmri.tr_sampling_matrix(dataclasses.replace(timing, reference_trs=reference_trs + 5), hrf, settings)
+        encoding.tr_sampling_matrix(dataclasses.replace(timing, reference_trs=reference_trs + 5), hrf, settings)
 
 
 def test_word_scores_by_hand():
     true = np.array([[1.0, 2.0, 3.0, 0.0], [2.0, 1.0, 0.0, 0.0], [5.0, 5.0, 5.0, 0.0]])  # last voxel all zero
     pred = np.array([[1.0, 2.0, 4.0, 9.0], [1.0, 2.0, 3.0, 9.0], [1.0, 2.0, 3.0, 9.0]])
-    r = fmri.word_pattern_correlations(pred, true)
+    r = encoding.word_pattern_correlations(pred, true)
     np.testing.assert_allclose(r, [np.corrcoef([1, 2, 4], [1, 2, 3])[0, 1], -1.0, 0.0])  # constant row -> 0
     correlations = np.array([0.1, 0.9, 0.3, 0.5, 0.2, 0.8, 0.4, 0.0, 0.6, 0.7, 0.05, 0.95, 0.15, 0.25, 0.35,
                              0.45, 0.55, 0.65, 0.75, 0.85])
-    assert fmri.top_fraction_mean(correlations) == pytest.approx((0.95 + 0.9) / 2)  # k = int(0.1 * 20) = 2
-    assert fmri.top_fraction_mean(correlations[:9]) == pytest.approx(0.9)  # k = max(1, 0) = 1
+    assert encoding.top_fraction_mean(correlations) == pytest.approx((0.95 + 0.9) / 2)  # k = int(0.1 * 20) = 2
+    assert encoding.top_fraction_mean(correlations[:9]) == pytest.approx(0.9)  # k = max(1, 0) = 1
 
 
 def _planted_story_designs(root, split, settings):
-    hrf = fmri.spm_hrf()
+    hrf = encoding.spm_hrf()
     out = []
     for story_id in cogbench.story_ids(root, split):
         words = [w for line in cogbench.read_story(root, split, story_id) for w in line]
         timing = cogbench.read_story_timing(root, split, story_id, len(words))
         planted = fmri_synth.planted_word_features(words, 8, seed=3)
-        out.append(fmri.story_design(planted[None], timing, hrf, settings)[0])
+        out.append(encoding.story_design(planted[None], timing, hrf, settings)[0])
     return np.concatenate(out)
 
 
@@ -101,8 +101,8 @@ def test_planted_signal_is_recovered_near_the_ceiling(synth):
                                     for split in ("train", "dev")]) for s in ("01", "02")}
     train, dev = _split_rows([70, 30])
     settings = default_settings().word_fmri
-    planted = fmri.score_word_fmri(x, responses, train, dev, dev, settings)
-    shuffled = fmri.score_word_fmri(np.random.default_rng(0).permutation(x), responses, train, dev, dev, settings)
+    planted = encoding.score_word_fmri(x, responses, train, dev, dev, settings)
+    shuffled = encoding.score_word_fmri(np.random.default_rng(0).permutation(x), responses, train, dev, dev, settings)
     planted_mean = np.mean([v["score"] for v in planted.values()])
     assert 0.9 * truth["word_fmri"]["ceiling"] <= planted_mean <= truth["word_fmri"]["ceiling"] + 0.02
     # The top-10% statistic is biased up even for noise; the mean over all words is not.
@@ -119,9 +119,9 @@ def test_planted_signal_is_recovered_near_the_ceiling(synth):
     stories = {s: cogbench.story_ids(root, s) for s in ("train", "dev")}
     counts = [sum(trs[s, i] for i in stories[s]) for s in ("train", "dev")]
     train, dev = _split_rows(counts)
-    groups = list(fmri._group_responses(root, ["train", "dev"], stories, trs, settings.rois, ["01", "02"]))
+    groups = list(encoding._group_responses(root, ["train", "dev"], stories, trs, settings.rois, ["01", "02"]))
     rng = np.random.default_rng(1)
-    scores = fmri.score_fmri({0: x, 1: rng.permutation(x)}, groups, train, dev, dev, settings)
+    scores = encoding.score_fmri({0: x, 1: rng.permutation(x)}, groups, train, dev, dev, settings)
     planted_mean = np.mean([g[0]["score"] for g in scores.values()])
     shuffled_mean = np.mean([g[1]["score"] for g in scores.values()])
     assert 0.9 * truth["fmri"]["ceiling"] <= planted_mean <= truth["fmri"]["ceiling"] + 0.02
@@ -170,7 +170,7 @@ def test_pooled_features_equal_one_row_at_a_time(loaded):
 
 
 def _spec(name):
-    runner = fmri.run_word_fmri if name == "word_fmri" else fmri.run_fmri
+    runner = encoding.run_word_fmri if name == "word_fmri" else encoding.run_fmri
     return TaskSpec(name, "fmri", "mean", runner, ("train/word/word.txt",), folder="cogbench")
 
 
@@ -181,7 +181,7 @@ def _settings(layer=-1, layers=None) -> EvalSettings:
 
 
 def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
-    word = fmri.run_word_fmri(_spec("word_fmri"), loaded, synth, _settings())
+    word = encoding.run_word_fmri(_spec("word_fmri"), loaded, synth, _settings())
     assert word.details["layer"] == 2 and set(word.details["layer_sweep"]) == {"0", "1", "2"}
     per_subject = word.details["per_subject"]
     assert sorted(per_subject) == ["01", "02"]
@@ -189,7 +189,7 @@ def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
     for s in ("01", "02"):  # the top-10% word mean is never below the all-word mean
         assert per_subject[s] >= word.details["mean_word_r"][s] - 1e-12
     assert word.values["mean"] == pytest.approx(word.details["layer_sweep"]["2"])
-    discourse = fmri.run_fmri(_spec("fmri"), loaded, synth, _settings(layer=1, layers=(1,)))
+    discourse = encoding.run_fmri(_spec("fmri"), loaded, synth, _settings(layer=1, layers=(1,)))
     per_group = discourse.details["per_roi_subject"]
     assert sorted(per_group) == ["Language/01", "Language/02", "Vision/01", "Vision/02"]
     per_roi = discourse.details["per_roi"]
@@ -280,11 +280,12 @@ def test_discourse_ridge_and_correlation_are_the_official_ones():
     y = (x[:, :6] @ rng.normal(size=(6, 10)) + 3.0 * rng.normal(size=(len(x), 10))).astype(np.float32)
     y[:, 0] = 0.0  # a silent voxel scores 0
     train, dev, test = _split_rows([n_train, n_dev, n_test])
-    ours = fmri.score_fmri({0: x}, [("Language/01", y)], train, dev, test, settings)["Language/01"][0]
+    ours = encoding.score_fmri({0: x}, [("Language/01", y)], train, dev, test, settings)["Language/01"][0]
     expected, alpha = _official_ridge_train_dev_test(x[train], y[train], x[dev], y[dev], x[test], y[test])
     assert ours["alpha"] == pytest.approx(alpha)
     assert ours["score"] == pytest.approx(expected, abs=1e-4)
-    pearson = fmri.score_fmri({0: x}, [("g", y)], train, dev, test, dataclasses.replace(settings, correlation_ddof=0))
+    pearson = encoding.score_fmri({0: x}, [("g", y)], train, dev, test,
+                                  dataclasses.replace(settings, correlation_ddof=0))
     assert pearson["g"][0]["score"] * (n_test - 1) / n_test == pytest.approx(ours["score"], rel=1e-5)
 
 

@@ -9,7 +9,9 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.tokens import preparation
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
-from babylm_jax.eval import clue, features, minimal_pairs
+from babylm_jax.eval.finetune import clue
+from babylm_jax.eval.fmri import features
+from babylm_jax.eval.zero_shot import minimal_pairs
 
 FAMILIES = ("causal", "mlm", "hybrid")
 

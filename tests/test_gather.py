@@ -35,7 +35,7 @@ def test_gather_runs_into_one_table_and_leaderboard_files(tmp_path, capsys):
 
 def test_gather_names_what_is_wrong(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"--gather .*nothing: no results.json or eval/results.json"):
-        gather.find_results(tmp_path / "nothing")
+        gather.results_file(tmp_path / "nothing")
     _write(tmp_path / "bad" / "results.json", {"zhoblimp": 0.5})
     with pytest.raises(ValueError, match=r"results.json: task 'zhoblimp' must map metric names to numbers"):
         gather.gather([tmp_path / "bad"], tmp_path / "out")

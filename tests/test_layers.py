@@ -3,7 +3,7 @@
 Every import counts: module level, under `if TYPE_CHECKING:` and inside functions. A room may hold
 sub-rooms (sub-packages, `babylm_jax.<room>.<sub-room>.<module>`): they keep their room's rank, import
 each other one way, and each says its job in the one-line docstring that is its whole __init__.py.
-No room, sub-room or the command folder holds more than MAX_MODULES modules.
+No room, sub-room or the command folder holds more than MAX_MODULES modules, and no two modules share a file name.
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 ROOMS = ("core", "tasks", "config", "corpus", "model", "eval", "training", "hf", "tools")
 COMMANDS = len(ROOMS)
 MAX_MODULES = 10  # .py files in one folder of the package, __init__.py not counted
-# Rooms still flat and over MAX_MODULES, to be split into sub-rooms (issue 34); empty it once they are.
-PENDING_SPLIT = ("eval",)
 
 
 def module_names() -> dict[str, pathlib.Path]:
@@ -123,18 +121,19 @@ def sub_rooms() -> list[pathlib.Path]:
 def test_no_room_or_sub_room_holds_more_than_ten_modules():
     crowded = {}
     for folder in folders():
-        room = folder.relative_to(PACKAGE).parts[:1]
         modules = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
-        if len(modules) > MAX_MODULES and not (room and room[0] in PENDING_SPLIT):
+        if len(modules) > MAX_MODULES:
             crowded[folder.relative_to(PACKAGE.parent).as_posix()] = len(modules)
     assert not crowded, f"folders over {MAX_MODULES} modules (split them into sub-rooms of one job each): {crowded}"
 
 
-def test_pending_rooms_are_rooms_still_over_the_limit():
-    for room in PENDING_SPLIT:
-        assert room in ROOMS
-        assert len([path for path in (PACKAGE / room).glob("*.py") if path.name != "__init__.py"]) > MAX_MODULES, (
-            f"{room}/ is split: take it out of PENDING_SPLIT")
+def test_no_two_modules_share_a_file_name():
+    folders_of: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            folders_of.setdefault(path.name, []).append(path.parent.relative_to(PACKAGE.parent).as_posix())
+    twice = {name: sorted(where) for name, where in folders_of.items() if len(where) > 1}
+    assert not twice, f"module file names used more than once (name each by its job): {twice}"
 
 
 @pytest.mark.parametrize("folder", sub_rooms(), ids=lambda folder: folder.relative_to(PACKAGE).as_posix())

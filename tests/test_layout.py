@@ -5,7 +5,8 @@ import shutil
 import pytest
 
 from babylm_jax.tasks import layout
-from babylm_jax.eval import clue, minimal_pairs
+from babylm_jax.eval.finetune import clue
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.tasks import registry as tasks
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

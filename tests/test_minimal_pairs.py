@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
-from babylm_jax.eval import minimal_pairs, runner, scoring
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring
+from babylm_jax.eval import runner
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.eval.settings import ScoringSettings, default_settings
 from babylm_jax.config.model import ModelConfig

@@ -12,7 +12,7 @@ from conftest import tiny_config
 from babylm_jax.config import training as train_schema
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import TrainConfig
-from babylm_jax.eval import finetune
+from babylm_jax.eval.finetune import classifier
 from babylm_jax.training.step import optim
 from babylm_jax.training.step.state import build_model
 
@@ -66,7 +66,7 @@ def _decayed_leaves(optimizer: optax.GradientTransformation, params: dict) -> se
 def test_finetuning_decays_every_parameter_as_torch_adamw_does():
     params = jax.tree.map(lambda x: x + 1.0, _model_params(False))  # no leaf at zero, where decay cannot move it
     for clip in (0.0, 1.0):
-        optimizer = finetune.finetune_optimizer(finetune.StepSettings(weight_decay=0.5, max_grad_norm=clip))
+        optimizer = classifier.finetune_optimizer(classifier.StepSettings(weight_decay=0.5, max_grad_norm=clip))
         every = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
         assert _decayed_leaves(optimizer, params) == every
 

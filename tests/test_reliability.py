@@ -50,7 +50,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
 from babylm_jax.core.storage import atomic
 from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib
-from babylm_jax.eval import minimal_pairs
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.corpus.tokens.preparation import prepare_corpus
 from babylm_jax.training.checkpoints import checkpoint
 from babylm_jax.training.loop import trainer

@@ -4,7 +4,7 @@ import pytest
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV, KFold
 
-from babylm_jax.eval import ridge
+from babylm_jax.eval.fmri import ridge
 
 PENALTIES = np.logspace(-2, 3, 6)
 

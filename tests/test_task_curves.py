@@ -8,7 +8,7 @@ from fixtures.data import synthetic
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
-from babylm_jax.eval import minimal_pairs
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.training.checkpoints import checkpoint, loading
 from babylm_jax.training.loop import task_curves, trainer
 

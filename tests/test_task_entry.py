@@ -6,7 +6,7 @@ import json
 import pathlib
 
 from babylm_jax import evaluate
-from babylm_jax.eval import clue
+from babylm_jax.eval.finetune import clue
 from babylm_jax.tasks import formats, leakage, registry
 from babylm_jax.tasks.formats import PairFields, RowFields
 

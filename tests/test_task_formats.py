@@ -3,7 +3,7 @@ import json
 
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import formats as task_formats
-from babylm_jax.eval import minimal_pairs
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.tasks import readers, registry
 from babylm_jax.tasks.registry import TASKS
 

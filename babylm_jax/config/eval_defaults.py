@@ -17,7 +17,7 @@ from ml_collections.config_dict import placeholder
 from babylm_jax.tasks.registry import task_names
 
 # The official fine-tuning protocol (the pipeline's configs/config.yaml, finetune/trainer.py and utils.py): the one
-# home of its values. `finetune.*` below starts from it, and eval/finetune_config.py's "official" protocol (the
+# home of its values. `finetune.*` below starts from it, and eval/finetune/protocols.py's "official" protocol (the
 # config.yaml keys) is read from it.
 OFFICIAL_FINETUNE = {
     "learning_rate": 3e-5,  # AdamW (b2 0.999, eps 1e-8)
@@ -50,7 +50,7 @@ def get_config() -> ml_collections.ConfigDict:
     # Fine-tuning (afqmc, ocnli, tnews, cluewsc2020, c3, diagnostic_nli): the official protocol.
     config.finetune = _finetune()
 
-    # fMRI (word_fmri, fmri): ridge encoding models on hidden states; see babylm_jax/eval/fmri.py.
+    # fMRI (word_fmri, fmri): ridge encoding models on hidden states; see babylm_jax/eval/fmri/encoding.py.
     config.fmri = _fmri()
     return config
 
@@ -97,7 +97,7 @@ def _fmri() -> ml_collections.ConfigDict:
     fmri.fmri.penalty_power = 2.0  # ridge penalty = alpha ** penalty_power (official: alpha^2)
     fmri.fmri.fit_intercept = False
     fmri.fmri.alpha_per_voxel = False  # not official
-    fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.cogbench.ROIS
+    fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.fmri.cogbench.ROIS
     fmri.fmri.context = "sentence"  # story words in context of their "sentence" (line) or whole "story"
     fmri.fmri.tr = 0.71  # seconds per TR
     fmri.fmri.oversampling = 71  # HRF samples per TR (oversampling / tr = grid_hz)

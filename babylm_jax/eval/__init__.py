@@ -1,1 +1,1 @@
-"""Evaluation tasks: minimal pairs, fine-tuning, fMRI encoding, results."""
+"""Evaluation: a sub-room per track (zero_shot/, finetune/, fmri/); here the session, settings, runner, results."""

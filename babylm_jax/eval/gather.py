@@ -29,8 +29,8 @@ from babylm_jax.tasks import registry as tasks_lib
 Results = dict[str, dict[str, float]]  # task -> {metric: value}
 
 
-def find_results(run: str | pathlib.Path) -> pathlib.Path:
-    """The results.json of RUN (a file, or a folder holding results.json or eval/results.json)."""
+def results_file(run: str | pathlib.Path) -> pathlib.Path:
+    """The results.json of RUN (a file, or a folder holding results.json or eval/results.json); an error if none."""
     run = pathlib.Path(run)
     if run.is_file():
         return run
@@ -129,7 +129,7 @@ def leaderboard_entry(results: Results) -> Results:
 
 def gather(run_paths: Sequence[str | pathlib.Path], output: str | pathlib.Path) -> dict[str, pathlib.Path]:
     """Reads every run, writes gather.csv, gather.md and leaderboard_<run>.json under `output`; returns the paths."""
-    files = [find_results(p) for p in run_paths]
+    files = [results_file(p) for p in run_paths]
     runs = dict(zip(run_names(files), (read_checked_results(f) for f in files)))
     header, rows = table(runs)
     output = pathlib.Path(output)

@@ -7,7 +7,9 @@ import time
 from typing import Callable, Sequence
 
 from babylm_jax.config.cli import Stopped
-from babylm_jax.eval import finetune, fmri, minimal_pairs
+from babylm_jax.eval.finetune import classifier
+from babylm_jax.eval.fmri import encoding
+from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings
 from babylm_jax.model.loaded import LoadedModel
@@ -16,9 +18,9 @@ from babylm_jax.tasks.registry import TaskSpec
 Runner = Callable[[TaskSpec, LoadedModel, pathlib.Path, EvalSettings], TaskResult]
 RUNNERS: dict[str, Runner] = {  # TaskSpec.runner -> the function that scores the task
     "minimal_pairs": minimal_pairs.run_minimal_pairs,
-    "finetune": finetune.run_finetune,
-    "word_fmri": fmri.run_word_fmri,
-    "fmri": fmri.run_fmri,
+    "finetune": classifier.run_finetune,
+    "word_fmri": encoding.run_word_fmri,
+    "fmri": encoding.run_fmri,
 }
 
 
@@ -28,7 +30,7 @@ def run_registry_task(spec: TaskSpec, loaded: LoadedModel, data_dir: str | pathl
     return RUNNERS[spec.runner](spec, loaded, pathlib.Path(data_dir), settings)
 
 
-def evaluate(
+def run_registry_tasks(
     loaded: LoadedModel,
     data_dir: str | pathlib.Path,
     specs: Sequence[TaskSpec],

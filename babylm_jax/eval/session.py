@@ -17,7 +17,9 @@ from typing import Any, Callable, Sequence
 from babylm_jax.config.cli import Stopped
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval import finetune_config, milestone_curves, runner, scoring
+from babylm_jax.eval.finetune import protocols
+from babylm_jax.eval import milestone_curves, runner
+from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.eval.settings import EvalSettings
@@ -46,16 +48,16 @@ def run_metadata(loaded: LoadedModel, settings: EvalSettings, **more: Any) -> di
 
 def finetune_record(settings: EvalSettings, tasks: Sequence[str]) -> dict[str, Any]:
     """The fine-tuning settings used, per task that ran, in config.yaml's terms (for the details and report)."""
-    names = {field: key for key, field in finetune_config.KEYS.items()}
-    return {task: {names[f]: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
+    names = {field: key for key, field in protocols.KEYS.items()}
+    return {task: {names[f]: getattr(settings.finetune[task], f) for f in protocols.KEYS.values()}
             for task in tasks if task in settings.finetune}
 
 
 def write_finetune_config(path: pathlib.Path, settings: EvalSettings, family: str) -> pathlib.Path:
     """The official config.yaml that makes the pipeline fine-tune as this evaluation did."""
-    used = {task: {f: getattr(settings.finetune[task], f) for f in finetune_config.KEYS.values()}
-            for task in finetune_config.OFFICIAL_TASKS}
-    return finetune_config.write_config(path, used, backend=family_spec(family).official_backend)
+    used = {task: {f: getattr(settings.finetune[task], f) for f in protocols.KEYS.values()}
+            for task in protocols.OFFICIAL_TASKS}
+    return protocols.write_config(path, used, backend=family_spec(family).official_backend)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +79,7 @@ def evaluate_checkpoint(loaded: LoadedModel, evaluation: Evaluation,
     finished, nothing is), then the first failure or the stop is raised."""
     settings, specs = evaluation.settings, evaluation.specs
     settings.check_model(loaded.model.config, [spec.name for spec in specs])
-    results, failed, stopped = runner.evaluate(loaded, evaluation.data_dir, specs, settings)
+    results, failed, stopped = runner.run_registry_tasks(loaded, evaluation.data_dir, specs, settings)
     not_run = {spec.name: f"not run: {stopped}" for spec in specs
                if stopped is not None and spec.name not in results and spec.name not in failed}
     written = _write_checkpoint_results(loaded, evaluation, output, results, failed, not_run) if results else {}

@@ -16,7 +16,8 @@ import ml_collections
 from babylm_jax.config import eval_defaults
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.typed import Rule, build
-from babylm_jax.eval import cogbench, finetune_config, ridge
+from babylm_jax.eval.fmri import cogbench, ridge
+from babylm_jax.eval.finetune import protocols
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.tasks.registry import task_names
 
@@ -92,7 +93,7 @@ class RidgeSettings:
 
 @dataclasses.dataclass(frozen=True)
 class WordFmriSettings(RidgeSettings):
-    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri.py)."""
+    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri/encoding.py)."""
 
     top_fraction: float
     standardize_rows: bool
@@ -207,7 +208,7 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
 
     `finetune.protocol` ("official", "eval_finetuning_sh" or an official config.yaml's path;
     "" = none) then sets each task's learning rate, batch size, epochs, length and seed, as
-    that protocol merges them (`finetune_config`), over both.
+    that protocol merges them (`finetune.protocols`), over both.
     """
     protocol = finetune.get("protocol") or ""
     common = {k: v for k, v in dict(finetune).items() if k not in ("tasks", "protocol")}
@@ -222,7 +223,7 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
                               {k: f"finetune.tasks.{task}." for k in overrides})
     if protocol:
         try:
-            chosen = finetune_config.load(str(protocol), names)
+            chosen = protocols.load(str(protocol), names)
         except (OSError, ValueError) as error:
             raise ValueError(f"config key finetune.protocol={protocol!r}: {error}") from None
         for task, values in chosen.items():

@@ -1,6 +1,6 @@
 """The field names of each evaluation task's files: one home for every reader.
 
-Read by the minimal-pair scorer (eval/minimal_pairs.py), the fine-tuning readers
+Read by the minimal-pair scorer (eval/zero_shot/minimal_pairs.py), the fine-tuning readers
 (tasks/readers.py), the leakage check (tasks/leakage.py) and the UNK audit (tasks/unk_audit.py);
 each task's format (and a fine-tuning task's `RowFields`) is named by its registry entry
 (tasks/registry.py). Files are one JSON object a line, except c3 (one JSON list a file).

@@ -10,7 +10,7 @@ punctuation tokens get notPU `isvalid = 0`.
 Each word type has fixed random "planted" features (`planted_word_features`, a hash of the
 word seeds them). word_fmri responses = planted features x a random map + Gaussian noise;
 fmri responses = the planted features taken through the official pipeline (word grid, HRF,
-TR sampling, shift, z-score; `fmri.story_design`) x a random map per ROI x subject + noise.
+TR sampling, shift, z-score; `encoding.story_design`) x a random map per ROI x subject + noise.
 The noise variance is the signal variance / `snr` per voxel, so the best achievable score
 (the true signal as the prediction) is computed and stored as the "ceiling": it is what a
 model whose features span the planted ones can reach, and shuffled features reach ~0.
@@ -35,7 +35,7 @@ from absl import flags
 
 from babylm_jax.config import cli
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_text
-from babylm_jax.eval import cogbench, fmri, ridge
+from babylm_jax.eval.fmri import cogbench, encoding, ridge
 from babylm_jax.eval.settings import default_settings
 
 DATA, TRUTH = "cogbench", "synth_truth.json"
@@ -87,7 +87,7 @@ def _noisy(signal: np.ndarray, snr: float, rng: np.random.Generator) -> np.ndarr
 
 
 def _word_corr_topk(signal: np.ndarray, response: np.ndarray, fraction: float = 0.1) -> float:
-    return fmri.top_fraction_mean(fmri.word_pattern_correlations(signal, response), fraction)
+    return encoding.top_fraction_mean(encoding.word_pattern_correlations(signal, response), fraction)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +161,7 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
                       sentences_per_story: int, rois: tuple[str, ...], roi_voxels: int) -> dict:
     """story/, word times, notPU, node_count_bu and fmri/<roi>/<subject>/ per split; the evaluation split's ceiling."""
     settings = default_settings().fmri  # the HRF and TR grid evaluation uses (configs/eval.py)
-    hrf = fmri.spm_hrf(settings.tr, settings.oversampling, settings.hrf_length_s)
+    hrf = encoding.spm_hrf(settings.tr, settings.oversampling, settings.hrf_length_s)
     maps = {(r, s): plan.rng.normal(size=(plan.latent_dim, roi_voxels)) for r in rois for s in plan.subjects}
     signals = {key: [] for key in maps}
     responses_eval = {key: [] for key in maps}
@@ -186,8 +186,8 @@ def _write_story_fmri(root: pathlib.Path, plan: _Plan, sentences: list[list[str]
             write_mat73(root / split / "node_count_bu" / f"story_{story_id}.mat", "word_feature",
                         np.zeros((reference_trs, 3)))
             timing = cogbench.StoryTiming(end, valid, reference_trs)
-            design = fmri.story_design(planted_word_features(words, plan.latent_dim, plan.seed)[None], timing, hrf,
-                                       settings)[0]
+            design = encoding.story_design(planted_word_features(words, plan.latent_dim, plan.seed)[None], timing, hrf,
+                                           settings)[0]
             for (roi, subject), weights in maps.items():
                 signal = design @ weights
                 response = _noisy(signal, plan.snr, plan.rng)

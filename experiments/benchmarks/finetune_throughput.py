@@ -10,7 +10,7 @@ one token per character as the base model's character tokenizer gives (without t
 directory: uniform 16-128 tokens, said so). Two measures, each the best of `--repeats` runs
 with the matmul peak probed before each (`conditions.py`):
 
-1. MFU: `finetune.train_step` (the jitted AdamW step of the CLUE track, dropout on) on full
+1. MFU: `classifier.finetune_step` (the jitted AdamW step of the CLUE track, dropout on) on full
    rows of `--length` tokens, one example a row; analytic model FLOP/s over the matmul peak
    of this run and over the best known idle peak. FLOPs per step (multiply-add = 2, training
    = 3 x forward, as training/metrics/flops.py): per token 2 x (per layer 4 D^2 + MLP weights) +
@@ -23,8 +23,8 @@ with the matmul peak probed before each (`conditions.py`):
    the last real one for causal models); its training step (batch 32 padded to the batch's
    longest row, shuffled, last partial batch dropped; cross-entropy, backward, AdamW, the
    cosine LambdaLR step, the per-step accuracy) and its evaluation (batches of 64 in file
-   order, no_grad) run interleaved with ours (`finetune_packing` batches: examples packed
-   whole into rows of `--length` tokens; `train_step`, `predict_step`) on the same examples
+   order, no_grad) run interleaved with ours (`example_packing` batches: examples packed
+   whole into rows of `--length` tokens; `finetune_step`, `predict_step`) on the same examples
    in this process.
 
 Last lines: `finetune_mfu_vs_measured_peak`, `finetune_mfu_vs_idle_peak`,
@@ -53,7 +53,7 @@ import configs.eval  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
 from conditions import Conditions  # noqa: E402
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
-from babylm_jax.eval import clue, finetune, finetune_packing as packing  # noqa: E402
+from babylm_jax.eval.finetune import classifier, clue, example_packing as packing  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402
 
@@ -96,17 +96,17 @@ def split_of(rng: np.random.Generator, config: ModelConfig, lengths: np.ndarray)
 
 
 class Ours:
-    """`finetune.train_step` / `predict_step` over `finetune_packing` batches."""
+    """`classifier.finetune_step` / `predict_step` over `example_packing` batches."""
 
     def __init__(self, config: ModelConfig, body_params: dict, batch_size: int, max_len: int):
-        self.model = finetune.FinetuneModel(config, NUM_LABELS, multiple_choice=False)
-        head = finetune.ClassifierHead(NUM_LABELS).init(jax.random.key(1), jnp.zeros((1, config.d_model)))
+        self.model = classifier.FinetuneModel(config, NUM_LABELS, multiple_choice=False)
+        head = classifier.ClassifierHead(NUM_LABELS).init(jax.random.key(1), jnp.zeros((1, config.d_model)))
         params = {"body": body_params["params"], "head": head["params"]}
         params = jax.tree.map(lambda x: jnp.array(x, jnp.float32), params)
-        self.settings = finetune.StepSettings(weight_decay=0.01, max_grad_norm=0.0)
-        self.mesh = finetune.data_mesh()
+        self.settings = classifier.StepSettings(weight_decay=0.01, max_grad_norm=0.0)
+        self.mesh = classifier.data_mesh()
         self.rows, self.slots = NamedSharding(self.mesh, P("data")), NamedSharding(self.mesh, P())
-        self.state = jax.device_put((params, finetune.finetune_optimizer(self.settings).init(params)), self.slots)
+        self.state = jax.device_put((params, classifier.finetune_optimizer(self.settings).init(params)), self.slots)
         defaults = default_settings().finetune["afqmc"]
         self.batch_size, self.max_len, self.last = batch_size, max_len, config.family == "causal"
         self.rows_multiple, self.eval_rows = defaults.rows_multiple, defaults.eval_rows
@@ -121,19 +121,19 @@ class Ours:
         return packing.eval_batches(split, self.max_len, self.eval_rows, min(slots, len(split.ids)), 1, self.last)
 
     def device(self, batch: packing.Batch) -> dict:
-        return finetune._device_batch(batch, self.rows, self.slots)
+        return classifier._device_batch(batch, self.rows, self.slots)
 
     def train(self, split: clue.EncodedSplit, epoch: int) -> None:
         losses = []
         for batch in self.train_batches(split, epoch):
-            self.state, loss = finetune.train_step(self.model, self.settings, self.state, self.device(batch),
-                                                   self.key, np.int32(self.step), np.float32(3e-5))
+            self.state, loss = classifier.finetune_step(self.model, self.settings, self.state, self.device(batch),
+                                                        self.key, np.int32(self.step), np.float32(3e-5))
             losses.append(loss)
             self.step += 1
         jax.device_get(losses)
 
     def evaluate(self, split: clue.EncodedSplit) -> np.ndarray:
-        predictions = [(finetune.predict_step(self.model, self.state[0], self.device(b)), b["index"])
+        predictions = [(classifier.predict_step(self.model, self.state[0], self.device(b)), b["index"])
                        for b in self.eval_batches(split)]
         out = np.zeros(len(split.labels), np.int64)
         for pred, index in jax.device_get(predictions):
@@ -257,8 +257,8 @@ def main() -> None:
 
     def steps(count: int) -> None:
         for i in range(count):
-            ours.state, loss = finetune.train_step(ours.model, ours.settings, ours.state, device_batch, ours.key,
-                                                   np.int32(i), np.float32(3e-5))
+            ours.state, loss = classifier.finetune_step(ours.model, ours.settings, ours.state, device_batch, ours.key,
+                                                        np.int32(i), np.float32(3e-5))
         loss.block_until_ready()
 
     start = time.perf_counter()

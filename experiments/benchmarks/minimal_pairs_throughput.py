@@ -41,7 +41,7 @@ from conditions import Conditions  # noqa: E402
 from babylm_jax.config.files import load_config_file  # noqa: E402
 from babylm_jax.core.registries.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
-from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.eval.settings import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402

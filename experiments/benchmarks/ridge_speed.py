@@ -17,7 +17,7 @@ from conditions import Conditions
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV, KFold
 
-from babylm_jax.eval import ridge
+from babylm_jax.eval.fmri import ridge
 
 
 def jax_ridge(x, y, x_test, alphas, folds):

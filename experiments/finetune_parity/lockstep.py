@@ -10,7 +10,7 @@ copied into ours), take the SAME batches in the same order (babylm_jax's `TrainP
 official `Trainer` through a fixed batch sampler) and run with no dropout (the only random draw
 left inside a step). Everything else is each side's own code: the official `Trainer.train_epoch`
 and `Trainer.evaluate` run unmodified (its tokenizer, collate, head, AdamW, scheduler, EMA copy,
-right-padded final-token pooling), babylm_jax's packed `train_step` and `predict_step` likewise.
+right-padded final-token pooling), babylm_jax's packed `finetune_step` and `predict_step` likewise.
 
 Compared: the token ids of every example (ours against the official tokenizer's), the learning rate
 and the loss at every step, and after each epoch the dev accuracy and how many dev predictions
@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from babylm_jax.eval import clue, finetune, finetune_packing as packing
+from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
 from babylm_jax.eval.settings import default_settings
 from babylm_jax.training.checkpoints.loading import load_for_eval
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     config = loaded.model.config
     train = clue.encode_split(task.train, loaded.tokenizer, config.family, options.max_len)
     dev = clue.encode_split(task.dev, loaded.tokenizer, config.family, options.max_len)
-    shape = finetune._PackShape.of(options, train, dev, True, finetune.data_mesh())
+    shape = classifier._PackShape.of(options, train, dev, True, classifier.data_mesh())
     plan = packing.TrainPlan(train, options.batch_size, options.max_len, shape.rows_multiple, options.seed,
                              options.epochs)
 
@@ -121,13 +121,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def record_dev(logits: Any, labels: Any) -> None:  # once per evaluation, all dev logits
         official_predicted.append(logits.argmax(-1).numpy())
 
-    model = finetune.FinetuneModel(config, task.num_outputs, False, 0.0)
-    params = finetune._initial_params(loaded.params, task.num_outputs, config.d_model, jax.random.PRNGKey(0))
+    model = classifier.FinetuneModel(config, task.num_outputs, False, 0.0)
+    params = classifier._initial_params(loaded.params, task.num_outputs, config.d_model, jax.random.PRNGKey(0))
     params["head"] = jax.tree.map(np.asarray, _head_from_official(trainer))
     num_steps = sum(len(steps) for steps in plan.members)
-    learning_rate = finetune.learning_rates(options, num_steps)
-    settings = finetune.StepSettings(options.weight_decay, options.max_grad_norm)
-    state = jax.device_put((params, finetune.finetune_optimizer(settings).init(params)), shape.slots)
+    learning_rate = classifier.learning_rates(options, num_steps)
+    settings = classifier.StepSettings(options.weight_decay, options.max_grad_norm)
+    state = jax.device_put((params, classifier.finetune_optimizer(settings).init(params)), shape.slots)
     dev_batches = [shape.device(b) for b in shape.eval_batches(dev)]
     key = jax.random.PRNGKey(0)
 
@@ -146,12 +146,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         official_accuracy = _with_metrics_hook(trainer, record_dev, trainer.evaluate)["accuracy"]
         started = time.perf_counter()
         for batch in plan.batches(epoch, shape.num_choices, shape.last):
-            state, loss = finetune.train_step(model, settings, state, shape.device(batch), key, np.int32(step),
-                                              learning_rate[step])
+            state, loss = classifier.finetune_step(model, settings, state, shape.device(batch), key, np.int32(step),
+                                                   learning_rate[step])
             our_losses.append(float(loss))
             step += 1
         our_seconds = time.perf_counter() - started
-        ours_predicted = finetune._dev_predictions(model, state[0], dev_batches, len(dev_labels), "", False)
+        ours_predicted = classifier._dev_predictions(model, state[0], dev_batches, len(dev_labels), "", False)
         report["epochs_compared"].append({
             "epoch": epoch + 1, "official_accuracy": float(official_accuracy),
             "ours_accuracy": float(np.mean(ours_predicted == dev_labels)),

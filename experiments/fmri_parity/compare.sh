@@ -5,7 +5,7 @@
 #   bash experiments/fmri_parity/compare.sh OUT WORKDIR EXPORT DATA [evaluate overrides...]
 #
 # WORKDIR is a training run, EXPORT its `python -m babylm_jax.export` output, DATA a folder holding
-# cogbench/ (e.g. `python -m babylm_jax.eval.fmri_synth --out DATA`). The official code runs in its
+# cogbench/ (e.g. `python -m babylm_jax.tools.fmri_synth --out DATA`). The official code runs in its
 # own environment (its requirements, CPU torch); prints one row per ROI x subject.
 set -euo pipefail
 OUT=$1; WORKDIR=$2; EXPORT=$3; DATA=$4; shift 4

@@ -36,7 +36,7 @@ class FamilySpec:
     name: str
     framing: Framing  # training documents, scoring, fMRI rows, fine-tuning rows and the exported tokenizer
     objective: str  # the training objective: a key of model.objectives.OBJECTIVES
-    scoring: str  # the minimal-pair scoring variant: one of eval.scoring.VARIANTS
+    scoring: str  # the minimal-pair scoring variant: one of eval.zero_shot.scoring.VARIANTS
     official_backend: str  # the official pipeline's --backend for the exported model
     aux_position: str  # what train.aux_heads.position="auto" means: "input" or "target"
     hf_models: tuple[tuple[str, str], ...]  # (Auto class, modelling class); the first is the architecture

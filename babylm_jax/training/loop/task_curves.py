@@ -23,7 +23,7 @@ from jax.experimental import multihost_utils
 
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval import minimal_pairs, scoring
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks
 from babylm_jax.model.transformer import Transformer
 

@@ -53,7 +53,7 @@ import numpy as np
 import scipy.stats
 from tqdm import tqdm
 
-from babylm_jax.eval import cogbench, features, ridge
+from babylm_jax.eval.fmri import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FmriSettings, WordFmriSettings
 from babylm_jax.tasks.registry import TaskSpec

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-METRICS = ("mse", "corr")
+SCORE_METRICS = ("mse", "corr")  # how path_scores scores a penalty per voxel: mean squared error or Pearson r
 FORMS = ("auto", "primal", "dual", "svd")
 
 
@@ -203,8 +203,8 @@ class RidgeSolver:
 
     def path_scores(self, y_NxV, eval_masks_FxN, penalties_A: Sequence[float], metric: str = "mse") -> np.ndarray:
         """Per-voxel score of every fold and penalty, [F, A, V]: mean squared error or Pearson r."""
-        if metric not in METRICS:
-            raise ValueError(f"ridge metric {metric!r} is not one of {METRICS}")
+        if metric not in SCORE_METRICS:
+            raise ValueError(f"ridge metric {metric!r} is not one of {SCORE_METRICS}")
         eval_idx, eval_valid = self._eval_rows(eval_masks_FxN)
         chunks, _, num_voxels = self._chunks(y_NxV)
         penalties = jnp.asarray(penalties_A, jnp.float32)

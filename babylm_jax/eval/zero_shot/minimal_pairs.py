@@ -18,7 +18,7 @@ from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.reading.jsonl import read_jsonl
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
-from babylm_jax.eval import scoring
+from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.eval.settings import EvalSettings, ScoringSettings
 from babylm_jax.tasks.registry import TaskSpec

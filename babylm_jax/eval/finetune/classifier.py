@@ -12,7 +12,7 @@ Official protocol (its trainer.py, utils.py; the values in config/eval_defaults.
 `OFFICIAL_FINETUNE`, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
 parameter, no gradient clipping), the last partial batch of an epoch dropped, linear warmup
 then cosine down to a share of the peak; score = dev accuracy at the best epoch.
-Examples are packed whole into rows of max_len tokens with segment ids (`finetune_packing`):
+Examples are packed whole into rows of max_len tokens with segment ids (`example_packing`):
 a training step computes the batch's real tokens and little padding, and the dev split runs in
 batches of one shape; rows are split over a data-parallel mesh of the local devices.
 """
@@ -36,7 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval import clue, finetune_packing as packing
+from babylm_jax.eval.finetune import clue, example_packing as packing
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
@@ -148,7 +148,7 @@ def learning_rates(options: FinetuneOptions, num_steps: int) -> np.ndarray:
 
 def finetune_optimizer(settings: StepSettings) -> optax.GradientTransformation:
     """AdamW (b2 0.999, eps 1e-8) without the learning rate, weight decay on every parameter (torch.optim.AdamW
-    over model.parameters()); clipping only when max_grad_norm > 0. Updates are scaled by -lr in `train_step`."""
+    over model.parameters()); clipping only when max_grad_norm > 0. Updates are scaled by -lr in `finetune_step`."""
     clip = [optax.clip_by_global_norm(settings.max_grad_norm)] if settings.max_grad_norm > 0 else []
     return optax.chain(*clip, optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
                        optax.add_decayed_weights(settings.weight_decay))
@@ -177,7 +177,7 @@ def _loss(model: FinetuneModel, params: dict, batch: dict, dropout_key: jax.Arra
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(2,))
-def train_step(
+def finetune_step(
     model: FinetuneModel,
     settings: StepSettings,
     state: tuple[dict, Any],
@@ -282,8 +282,8 @@ def finetune(
             losses = []
             for batch in plan.batches(epoch, shape.num_choices, shape.last):
                 _count_tokens(tokens, "train", batch)
-                state, loss = train_step(model, settings, state, shape.device(batch), dropout_key, np.int32(step),
-                                         learning_rate[step])
+                state, loss = finetune_step(model, settings, state, shape.device(batch), dropout_key, np.int32(step),
+                                            learning_rate[step])
                 losses.append(loss)
                 step += 1
                 clock.after_step(step, loss)
@@ -351,13 +351,13 @@ def _compile_all(model: FinetuneModel, settings: StepSettings, state: Any, shape
         batch = {key: jax.ShapeDtypeStruct((rows, plan.row_len), jnp.int32, sharding=shape.rows) for key in ROW_KEYS}
         batch |= {key: jax.ShapeDtypeStruct((plan.batch_size, *dev_batch[key].shape[1:]), dev_batch[key].dtype,
                                             sharding=shape.slots) for key in SLOT_KEYS}
-        train_step.lower(model, settings, state, batch, dropout_key, np.int32(0), np.float32(0)).compile()
+        finetune_step.lower(model, settings, state, batch, dropout_key, np.int32(0), np.float32(0)).compile()
     predict_step.lower(model, state[0], dev_batch).compile()
     return plan.shapes, time.perf_counter() - start
 
 
 def _initial_params(body_params: Params, num_outputs: int, d_model: int, key: jax.Array) -> Params:
-    """The pretrained body and a fresh head, as a float32 copy (train_step donates it)."""
+    """The pretrained body and a fresh head, as a float32 copy (finetune_step donates it)."""
     head_params = ClassifierHead(num_outputs).init(key, jnp.zeros((1, d_model)))
     params = {"body": nn.meta.unbox(body_params)["params"], "head": head_params["params"]}
     return jax.tree.map(lambda x: jnp.array(x, jnp.float32), params)

@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from babylm_jax.eval.clue import EncodedSplit
+from babylm_jax.eval.finetune.clue import EncodedSplit
 
 Batch = dict[str, np.ndarray]
 
