@@ -32,7 +32,7 @@ setup(
         "scipy>=1.11",
         "h5py>=3.10",
         "matplotlib>=3.8",
-        "pyyaml>=6.0",  # the official pipeline's config.yaml (eval/finetune/protocols.py)
+        "pyyaml>=6.0",  # the official pipeline's config.yaml (config/finetune_protocols.py)
     ],
     extras_require={
         # pytest-xdist runs the suite on every core (-n auto); the remote-workdir tests run against a

@@ -117,7 +117,7 @@ def evaluate_official_layout_with_a_config_yaml(workdir, tmp_path, capsys, first
     """The same checkpoint on the official evaluation_data/ layout, fine-tuned by a participant's config.yaml."""
     import yaml
 
-    from babylm_jax.eval.finetune import protocols
+    from babylm_jax.config import finetune_protocols as protocols
 
     submitted = tmp_path / "submitted.yaml"
     submitted.write_text("finetune_hparams:\n  lr: 1.0e-4\n  batch_size: 4\n  max_epochs: 2\n  sequence_length: 32\n"

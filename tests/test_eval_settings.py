@@ -7,9 +7,9 @@ import pytest
 from babylm_jax import evaluate
 from babylm_jax.config import cli
 from babylm_jax.config.files import load_config_file
-from babylm_jax.eval.fmri import cogbench
+from babylm_jax.tasks.formats import COGBENCH_ROIS
 from babylm_jax.tasks.registry import task_names
-from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
+from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from fixtures.cli import user_error
 from fixtures.run import make_run
@@ -27,7 +27,7 @@ def test_defaults_are_the_official_protocol():
     afqmc = settings.finetune["afqmc"]
     assert (afqmc.learning_rate, afqmc.batch_size, afqmc.max_len, afqmc.warmup_ratio, afqmc.weight_decay,
             afqmc.seed) == (3e-5, 32, 128, 0.06, 0.01, 42)
-    assert settings.fmri.rois == cogbench.ROIS and settings.fmri.layers is None and settings.fmri_layer == -1
+    assert settings.fmri.rois == COGBENCH_ROIS and settings.fmri.layers is None and settings.fmri_layer == -1
     assert (settings.scoring.batch_size, settings.scoring.row_len, settings.scoring.within_word_l2r) == (256, 32, False)
 
 

@@ -18,7 +18,7 @@ from babylm_jax.core.registries.families import ENCODER, MASKED_LM, FamilySpec, 
 from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import runner
 from babylm_jax.eval.zero_shot import scoring
-from babylm_jax.eval.settings import ScoringSettings, default_settings
+from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.tasks import registry as tasks

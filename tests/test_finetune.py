@@ -14,7 +14,7 @@ from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.config.files import load_config_file
 from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
 from babylm_jax.eval import runner
-from babylm_jax.eval.settings import DEFAULT_CONFIG, EvalSettings, default_settings
+from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
 

@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from babylm_jax.eval.finetune import protocols
+from babylm_jax.config import finetune_protocols as protocols
 
 UPSTREAM_SHAPE = """
 models:

@@ -15,7 +15,7 @@ from babylm_jax.core.registries.families import family_spec
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.eval.fmri import cogbench, encoding, features, ridge
 from babylm_jax.tools import fmri_synth
-from babylm_jax.eval.settings import EvalSettings, default_settings
+from babylm_jax.config.evaluation import EvalSettings, default_settings
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer

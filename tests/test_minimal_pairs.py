@@ -11,7 +11,7 @@ from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import runner
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.eval.settings import ScoringSettings, default_settings
+from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.model.loaded import LoadedModel

@@ -1,4 +1,4 @@
-"""The typed config end to end: the commands build `RunConfig` once, everything below takes it.
+"""The typed config end to end: the commands build `RunConfig` (or `EvalSettings`) once; all below takes it.
 
 - no function parameter or field below the command modules is a ConfigDict, and only config/ and
   the commands import ml_collections (an ast scan of the package, as test_layers.py scans imports);
@@ -24,9 +24,6 @@ from babylm_jax.training.checkpoints import run_config
 from babylm_jax.training.checkpoints.checkpoint import CheckpointError
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
-# The evaluate command's own settings: EvalSettings.from_config is their schema's constructor, as
-# RunConfig.from_config is the run's; it lives in eval/ because its rules read eval's task tables.
-EVAL_SCHEMA = "eval/settings.py"
 # Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.
 BUILDERS = {"train.py", "aot.py", "prepare.py", "training/checkpoints/run_config.py"}
 
@@ -61,16 +58,14 @@ def test_the_scan_finds_a_config_dict_parameter_and_field():
 
 
 def test_no_config_dict_parameter_or_field_below_the_commands():
-    found = {path: names for path, tree in below_the_commands().items()
-             if (names := config_dict_annotations(tree)) and path != EVAL_SCHEMA}
-    assert not found, f"take RunConfig or its part (config.schema), not a ConfigDict: {found}"
-    assert config_dict_annotations(below_the_commands()[EVAL_SCHEMA]) == ["from_config(config)"]
+    found = {path: names for path, tree in below_the_commands().items() if (names := config_dict_annotations(tree))}
+    assert not found, f"take RunConfig or EvalSettings (config/), or their parts, not a ConfigDict: {found}"
 
 
 def test_only_config_and_the_commands_import_ml_collections():
     importers = sorted(path for path, tree in below_the_commands().items() for node in ast.walk(tree)
                        if isinstance(node, (ast.Import, ast.ImportFrom)) and "ml_collections" in ast.unparse(node))
-    assert importers == [EVAL_SCHEMA]
+    assert importers == []
 
 
 def test_run_config_is_built_by_the_commands_and_where_a_saved_config_is_read():

@@ -9,7 +9,7 @@ Fine-tuning: `finetune.<key>` holds the official protocol for every task, and
 `finetune.tasks.<task>.<key>` overrides it for one task (None = the global value), as the
 official config.yaml's finetune_hparams and task_overrides do; `finetune.protocol` reads
 such a config.yaml itself (`--config.finetune.protocol=path/config.yaml`). Every key below is read;
-unknown keys are refused. Checked in `babylm_jax.eval.settings` before any model is loaded.
+unknown keys are refused. Checked in `babylm_jax.config.evaluation` before any model is loaded.
 """
 import ml_collections
 from ml_collections.config_dict import placeholder
@@ -17,7 +17,7 @@ from ml_collections.config_dict import placeholder
 from babylm_jax.tasks.registry import task_names
 
 # The official fine-tuning protocol (the pipeline's configs/config.yaml, finetune/trainer.py and utils.py): the one
-# home of its values. `finetune.*` below starts from it, and eval/finetune/protocols.py's "official" protocol (the
+# home of its values. `finetune.*` below starts from it, and config/finetune_protocols.py's "official" protocol (the
 # config.yaml keys) is read from it.
 OFFICIAL_FINETUNE = {
     "learning_rate": 3e-5,  # AdamW (b2 0.999, eps 1e-8)
@@ -97,7 +97,7 @@ def _fmri() -> ml_collections.ConfigDict:
     fmri.fmri.penalty_power = 2.0  # ridge penalty = alpha ** penalty_power (official: alpha^2)
     fmri.fmri.fit_intercept = False
     fmri.fmri.alpha_per_voxel = False  # not official
-    fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.eval.fmri.cogbench.ROIS
+    fmri.fmri.rois = ()  # regions of interest; () = all six of babylm_jax.tasks.formats.COGBENCH_ROIS
     fmri.fmri.context = "sentence"  # story words in context of their "sentence" (line) or whole "story"
     fmri.fmri.tr = 0.71  # seconds per TR
     fmri.fmri.oversampling = 71  # HRF samples per TR (oversampling / tr = grid_hz)

@@ -11,7 +11,7 @@ from babylm_jax.eval.finetune import classifier
 from babylm_jax.eval.fmri import encoding
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.eval.settings import EvalSettings
+from babylm_jax.config.evaluation import EvalSettings
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.tasks.registry import TaskSpec
 

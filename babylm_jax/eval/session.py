@@ -17,12 +17,12 @@ from typing import Any, Callable, Sequence
 from babylm_jax.config.cli import Stopped
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.registries.families import family_spec
-from babylm_jax.eval.finetune import protocols
+from babylm_jax.config import finetune_protocols as protocols
 from babylm_jax.eval import milestone_curves, runner
 from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog
-from babylm_jax.eval.settings import EvalSettings
+from babylm_jax.config.evaluation import EvalSettings
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.registry import TaskSpec, get_task

@@ -33,6 +33,7 @@ PAIR_FORMATS: dict[str, PairFields] = {
     "hanzi_pinyin": PairFields("sentence_good", "sentence_bad", "condition", None),
 }
 PREPARED_PAIRS = PairFields("sentence_good", "sentence_bad", "UID", "phenomenon")  # after the official preparation
+COGBENCH_ROIS = ("Cognition", "Language", "Manipulation", "Memory", "Reward", "Vision")  # the fmri task's regions
 XCOMPS_UID_FIELDS = ("UID", "uid")  # xcomps rows may name their UID; files without one are one UID each
 
 

@@ -36,7 +36,8 @@ from absl import flags
 from babylm_jax.config import cli
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval.fmri import cogbench, encoding, ridge
-from babylm_jax.eval.settings import default_settings
+from babylm_jax.tasks.formats import COGBENCH_ROIS
+from babylm_jax.config.evaluation import default_settings
 
 DATA, TRUTH = "cogbench", "synth_truth.json"
 OUTPUTS = (DATA, TRUTH)  # what --out gets
@@ -105,7 +106,7 @@ class _Plan:
 def generate(out: pathlib.Path, *, seed: int = 0, snr: float = 1.0, latent_dim: int = 8, with_test: bool = False,
              words_per_split: tuple[int, ...] = (60, 30, 30), word_voxels: int = 200,
              stories_per_split: tuple[int, ...] = (4, 2, 2), sentences_per_story: int = 12,
-             subjects: tuple[str, ...] = ("01", "02"), rois: tuple[str, ...] = cogbench.ROIS,
+             subjects: tuple[str, ...] = ("01", "02"), rois: tuple[str, ...] = COGBENCH_ROIS,
              roi_voxels: int = 16, overwrite: bool = False) -> dict:
     """Writes `out/cogbench/` and `out/synth_truth.json` atomically (built in a temp dir, then renamed);
     an earlier data set there is replaced only with `overwrite`."""

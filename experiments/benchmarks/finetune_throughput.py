@@ -50,7 +50,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import configs.base  # noqa: E402
 import configs.eval  # noqa: E402
-from babylm_jax.eval.settings import default_settings  # noqa: E402
+from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from conditions import Conditions  # noqa: E402
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval.finetune import classifier, clue, example_packing as packing  # noqa: E402

@@ -43,7 +43,7 @@ from babylm_jax.core.registries.families import family_spec  # noqa: E402
 from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402
-from babylm_jax.eval.settings import default_settings  # noqa: E402
+from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402
 from babylm_jax.training.metrics import flops  # noqa: E402

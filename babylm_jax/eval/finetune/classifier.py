@@ -39,7 +39,7 @@ from babylm_jax.core.registries.families import family_spec
 from babylm_jax.eval.finetune import clue, example_packing as packing
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.eval.settings import EvalSettings, FinetuneOptions
+from babylm_jax.config.evaluation import EvalSettings, FinetuneOptions
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.config.model import ModelConfig

@@ -34,7 +34,8 @@ import h5py
 import numpy as np
 import scipy.io
 
-ROIS = ("Cognition", "Language", "Manipulation", "Memory", "Reward", "Vision")
+from babylm_jax.tasks.formats import COGBENCH_ROIS
+
 _STORY = re.compile(r"^story_(\d+)\.txt$")
 _WORD_SUBJECT = re.compile(r"^(.+)_selected\.mat$")
 
@@ -163,7 +164,7 @@ def read_story_timing(root: pathlib.Path, split: str, story_id: int, num_words: 
     return StoryTiming(end, valid, int(reference.shape[0]))
 
 
-def fmri_subjects(root: pathlib.Path, split: str, rois: tuple[str, ...] = ROIS) -> list[str]:
+def fmri_subjects(root: pathlib.Path, split: str, rois: tuple[str, ...] = COGBENCH_ROIS) -> list[str]:
     """Subjects of the discourse fMRI data; every ROI must have the same ones (else say which are missing)."""
     per_roi = {}
     for roi in rois:

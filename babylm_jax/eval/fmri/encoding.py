@@ -55,7 +55,7 @@ from tqdm import tqdm
 
 from babylm_jax.eval.fmri import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.eval.settings import EvalSettings, FmriSettings, WordFmriSettings
+from babylm_jax.config.evaluation import EvalSettings, FmriSettings, WordFmriSettings
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel
 

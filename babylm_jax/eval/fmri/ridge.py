@@ -32,8 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from babylm_jax.config.evaluation import RIDGE_FORMS
+
 SCORE_METRICS = ("mse", "corr")  # how path_scores scores a penalty per voxel: mean squared error or Pearson r
-FORMS = ("auto", "primal", "dual", "svd")
 
 
 def contiguous_folds(num_rows: int, num_folds: int) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +164,8 @@ class RidgeSolver:
 
     def __init__(self, x_NxP, train_masks_FxN, *, fit_intercept: bool = True, form: str = "auto",
                  rcond: float = 1e-6, voxel_chunk: int = 2048):
-        if form not in FORMS:
-            raise ValueError(f"ridge form {form!r} is not one of {FORMS}")
+        if form not in RIDGE_FORMS:
+            raise ValueError(f"ridge form {form!r} is not one of {RIDGE_FORMS}")
         self.x_NxP = jnp.asarray(x_NxP, jnp.float32)
         if self.x_NxP.ndim != 2:
             raise ValueError(f"features must be [samples, features], got shape {self.x_NxP.shape}")

@@ -20,7 +20,7 @@ from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokens.tokenizer import Tokenizer
 from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
-from babylm_jax.eval.settings import EvalSettings, ScoringSettings
+from babylm_jax.config.evaluation import EvalSettings, ScoringSettings
 from babylm_jax.tasks.registry import TaskSpec
 from babylm_jax.model.loaded import LoadedModel
 

@@ -16,11 +16,12 @@ import ml_collections
 from babylm_jax.config import eval_defaults
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.typed import Rule, build
-from babylm_jax.eval.fmri import cogbench, ridge
-from babylm_jax.eval.finetune import protocols
+from babylm_jax.config import finetune_protocols as protocols
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.tasks.formats import COGBENCH_ROIS
 from babylm_jax.tasks.registry import task_names
 
+RIDGE_FORMS = ("auto", "primal", "dual", "svd")  # fmri.*.ridge_form (eval.fmri.ridge)
 DEFAULT_CONFIG = pathlib.Path(eval_defaults.__file__)  # the one home of the values, shipped in the package
 
 
@@ -87,7 +88,7 @@ class RidgeSettings:
         low, high, count = (tuple(self.alpha_logspace) + (0, 0, 0))[:3]
         return [("alpha_logspace", len(self.alpha_logspace) == 3 and low <= high and int(count) >= 1,
                  "must be (low, high, count) with low <= high and count >= 1"),
-                ("ridge_form", self.ridge_form in ridge.FORMS, f"must be one of {ridge.FORMS}"),
+                ("ridge_form", self.ridge_form in RIDGE_FORMS, f"must be one of {RIDGE_FORMS}"),
                 ("voxel_chunk", self.voxel_chunk >= 1, "must be >= 1")]
 
 
@@ -120,8 +121,8 @@ class FmriSettings(RidgeSettings):
     correlation_ddof: int
 
     def rules(self) -> list[Rule]:
-        return [("rois", set(self.rois) <= set(cogbench.ROIS) and bool(self.rois),
-                 f"must name regions of {cogbench.ROIS} (() = all)"),
+        return [("rois", set(self.rois) <= set(COGBENCH_ROIS) and bool(self.rois),
+                 f"must name regions of {COGBENCH_ROIS} (() = all)"),
                 ("context", self.context in ("sentence", "story"), "must be 'sentence' or 'story'"),
                 ("rcond", self.rcond >= 0, "must be >= 0"),
                 ("correlation_ddof", self.correlation_ddof in (0, 1), "must be 0 or 1"),
@@ -208,7 +209,7 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
 
     `finetune.protocol` ("official", "eval_finetuning_sh" or an official config.yaml's path;
     "" = none) then sets each task's learning rate, batch size, epochs, length and seed, as
-    that protocol merges them (`finetune.protocols`), over both.
+    that protocol merges them (`config.finetune_protocols`), over both.
     """
     protocol = finetune.get("protocol") or ""
     common = {k: v for k, v in dict(finetune).items() if k not in ("tasks", "protocol")}
@@ -243,5 +244,5 @@ def _fmri_values(section: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             raise ValueError(f"config key {prefix}layers={layers!r}: use 'all' or comma-separated layer indices, "
                              "e.g. '0,2,-1'") from None
     if "rois" in values and not values["rois"]:
-        values["rois"] = cogbench.ROIS
+        values["rois"] = COGBENCH_ROIS
     return values
