@@ -1,1 +1,1 @@
-"""Evaluation: a sub-room per track (zero_shot/, finetune/, fmri/); here the session, settings, runner, results."""
+"""Evaluation: a sub-room per track (zero_shot/, finetune/, fmri/); here the session, runner, results, gather."""
