@@ -13,6 +13,8 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
 from babylm_jax.training import disk_space, trainer
 
+pytestmark = pytest.mark.slow  # each test trains a run to fill a disk
+
 Usage = namedtuple("Usage", "total used free")
 
 

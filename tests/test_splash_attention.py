@@ -31,6 +31,7 @@ def packed_inputs():
     return q, k, v, jnp.asarray(segment_ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows,causal", [("causal", [1, 1, 1, 1]), ("bidirectional", [0, 0, 0, 0]),
                                          ("mixed", [1, 0, 0, 1])])
 def test_splash_matches_the_plain_masked_softmax_and_its_gradient(rows, causal):
