@@ -18,9 +18,20 @@ from fixtures.data import synthetic  # noqa: E402
 from fixtures.data.synthetic import tiny_config  # noqa: E402,F401  (tests import it from here)
 
 
+DATA_FIXTURE = "data_dir"  # the fixture that gives the real data sets; a test that takes it is marked `data`
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks `data` each test that takes the data_dir fixture, directly or through another fixture,
+    so `-m "not data"` leaves it out without a decorator. Runs before pytest's `-m` selection."""
+    for item in items:
+        if DATA_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.data)
+
+
 @pytest.fixture
 def data_dir() -> pathlib.Path:
-    """The real data sets (`BABYLM_DATA_DIR`); tests that need them skip without it."""
+    """The real data sets (`BABYLM_DATA_DIR`); tests that need them skip without it (and are marked `data`)."""
     path = os.environ.get("BABYLM_DATA_DIR")
     if not path or not pathlib.Path(path).is_dir():
         pytest.skip("BABYLM_DATA_DIR is not set to the shared data directory")

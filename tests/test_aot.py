@@ -34,6 +34,7 @@ def test_largest_tensors_and_attention_are_read_from_the_lowered_text():
     assert aot_report.largest_tensors(text, top=2) == [(8 * 2 * 32 * 32 * 4, "f32[8,2,32,32]", 2), (8 * 32 * 64 * 2, "bf16[8,32,64]", 1)]
 
 
+@pytest.mark.gpu
 def test_the_xla_path_lowered_for_cuda_holds_float32_scores_and_says_so():
     config = RunConfig.from_config(cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla"]))
     step = aot_report.cuda_step(config, 32)
@@ -41,6 +42,7 @@ def test_the_xla_path_lowered_for_cuda_holds_float32_scores_and_says_so():
     assert "float32 [B, H, L, L] scores at B = 4" in aot_report.attention_line(step.model, text, 32)  # 2 micro-batches of 4
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="jax's CUDA plugin is not installed here (pip install -e '.[cuda12]'): "
                     "the CUDA compile for an H100 is not checked")
 def test_cuda_report_lowers_every_length_with_cudnn_and_compiles_for_an_h100(capsys, tmp_path):
@@ -57,6 +59,8 @@ def test_cuda_report_lowers_every_length_with_cudnn_and_compiles_for_an_h100(cap
     assert out[-1].startswith("aot: fits=yes peak_gb=") and out[-1].endswith("hbm_gb=74.51")
 
 
+@pytest.mark.slow
+@pytest.mark.tpu
 @pytest.mark.skipif(not HAS_LIBTPU, reason="libtpu is not installed here (pip install -e '.[tpu]'): the TPU "
                     "topology compile is not checked")
 def test_tpu_report_compiles_for_a_topology_and_says_whether_it_fits(capsys):

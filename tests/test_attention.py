@@ -68,6 +68,7 @@ def _model(kind, family="hybrid", dtype="float32"):
     return Transformer(config)
 
 
+@pytest.mark.slow
 def test_the_model_gives_the_same_logits_and_gradients_on_each_cpu_path():
     tokens = jax.random.randint(jax.random.key(1), (B, L), 0, 40)
     _, _, _, _, segments, causal = _inputs(jnp.float32)
@@ -116,6 +117,7 @@ def _cuda_grad_text(kind, family):
     return jax.jit(grad).trace(params, tokens).lower(lowering_platforms=("cuda",)).as_text()
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("family", ["causal", "hybrid"])
 def test_cudnn_path_lowers_for_cuda_with_fused_attention_and_no_float32_scores(family):
     from jax._src.lib import cuda_versions

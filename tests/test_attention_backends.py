@@ -54,6 +54,7 @@ def test_the_table_decides_where_a_backend_runs(dense):
         attention.resolve("dense", "tpu", jnp.float32)
 
 
+@pytest.mark.slow
 def test_the_fixture_backend_runs_the_model_as_reference_does(dense):
     def model(kind):
         return Transformer(ModelConfig(family="hybrid", vocab_size=40, d_model=32, num_layers=2, num_heads=2,

@@ -94,6 +94,7 @@ def test_positions_follow_the_language_model_or_the_input():
     assert ids.tolist() == tokens.tolist() and w.astype(int).tolist() == [[1, 1, 1, 0]]
 
 
+@pytest.mark.slow
 def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train) is None  # base.py: every weight 0
@@ -119,6 +120,7 @@ def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_d
     np.testing.assert_allclose(float(total - base), 0.3 * float(metrics["aux"]["tone"][0]), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_run_with_heads_logs_them_and_exports_without_them(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=4, grad_accum_steps=2, eval_every_steps=4)

@@ -191,6 +191,7 @@ def test_prepare_checks_the_evaluation_data_before_the_corpus_pass(capsys, tmp_p
     assert not (tmp_path / "run" / "budget.json").exists()
 
 
+@pytest.mark.slow
 def test_the_tools_replace_an_earlier_output_only_with_overwrite(capsys, tmp_path):
     from babylm_jax.tools import fmri_synth, hanzi_facts
 

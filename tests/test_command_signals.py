@@ -17,6 +17,8 @@ from fixtures.run import make_run
 
 from babylm_jax.config import cli
 
+pytestmark = pytest.mark.slow  # every test runs a command in a subprocess and signals it
+
 
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):

@@ -19,6 +19,7 @@ def test_curriculum_lengths_are_those_still_ahead_in_order():
     assert compiled.curriculum_lengths(train, 0, 3) == [8]  # stop_at_step before the next phase
 
 
+@pytest.mark.slow
 def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_path, monkeypatch, capsys):
     """Traces of the train and eval steps (one trace, one compile) against the steps run: two
     curriculum lengths and the eval step, three programs, all compiled before the first step,

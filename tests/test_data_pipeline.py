@@ -206,6 +206,7 @@ def test_processes_split_the_global_batch_and_state_resumes(prepared):
         pipeline.build_train_data(RunConfig.from_config(config), workdir, process_index=0, process_count=3)
 
 
+@pytest.mark.slow
 def test_resumed_prepare_equals_uninterrupted(corpus_dir, tmp_path, monkeypatch):
     config = synthetic.tiny_config(corpus_dir, tokenizer="bpe", shard_chars=800)
     config.data.num_workers = 2  # the worker-pool path, once

@@ -14,6 +14,8 @@ from babylm_jax.config import cli
 from babylm_jax.training.checkpoints import disk_space
 from babylm_jax.training.loop import trainer
 
+pytestmark = pytest.mark.slow  # each test trains a run to fill a disk
+
 Usage = namedtuple("Usage", "total used free")
 
 

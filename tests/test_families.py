@@ -110,6 +110,7 @@ def test_the_fixture_family_is_refused_until_registered(tiny_corpus_dir, mask_on
         RunConfig.from_config(config)
 
 
+@pytest.mark.slow
 def test_the_fixture_family_trains_and_scores(trained):
     assert TRACED  # the family's own objective is what trained
     logged = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
@@ -123,6 +124,7 @@ def test_the_fixture_family_trains_and_scores(trained):
     assert result.details["scoring"] == "pll" and 0 <= result.values["accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_the_fixture_family_exports_as_a_masked_lm(trained):
     loaded = loading.load_for_eval(str(trained))
     exported = hf_config.hf_config(loaded.model.config, loaded.model.config.num_layers, {"step": 4})
@@ -133,6 +135,7 @@ def test_the_fixture_family_exports_as_a_masked_lm(trained):
     assert hf_config.remote_code_files("mask_only") == ("configuration_babylm.py", "modeling_babylm.py")
 
 
+@pytest.mark.slow
 def test_the_fixture_family_writes_its_export(trained, tmp_path):
     pytest.importorskip("safetensors", reason='writing an export needs the export extra (README "Export")')
     pytest.importorskip("tokenizers")

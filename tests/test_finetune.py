@@ -86,6 +86,7 @@ def random_rows(count: int, options: int, seed: int) -> clue.EncodedSplit:
     return clue.EncodedSplit(ids, [0] * count, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["causal", "mlm"])
 def test_packed_rows_give_every_example_the_logits_it_gets_alone(family):
     body, model, params = model_and_params(family, 3, False)
@@ -101,6 +102,7 @@ def test_packed_rows_give_every_example_the_logits_it_gets_alone(family):
                 np.testing.assert_allclose(logits[slot], alone_logits(body, params, split.ids[i][0], last), atol=2e-5)
 
 
+@pytest.mark.slow
 def test_multiple_choice_scores_each_option_as_it_scores_alone():
     """An option's score depends neither on the other options nor on its neighbours in the row; missing options lose."""
     body, model, params = model_and_params("mlm", 1, True)
@@ -141,6 +143,7 @@ def run(family: str, train, dev, options=FAST):
     return classifier.finetune(body, params, task, TOKENIZER, options)
 
 
+@pytest.mark.slow
 def test_classification_learns_a_separable_task_and_is_deterministic():
     train, dev = separable_pairs(64, 0), separable_pairs(33, 1)
     first = run("causal", train, dev)
@@ -167,6 +170,7 @@ def test_rows_longer_than_the_model_are_refused_by_name():
         run("causal", train, train, dataclasses.replace(FAST, max_len=128))
 
 
+@pytest.mark.slow
 def test_multiple_choice_with_two_three_and_four_options():
     train, dev = choose_good_option(48, 0), choose_good_option(30, 1)
     outcome = run("hybrid", train, dev, dataclasses.replace(FAST, epochs=5))

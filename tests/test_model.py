@@ -222,6 +222,7 @@ def _full_logits_loss(model, params, batch, rng, mask_rate, causal_rows, z_loss)
     return loss_sum / count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family,max_mask_rate,row_groups", [("hybrid", None, 1), ("mlm", 0.01, 1), ("mlm", None, 4)])
 def test_masked_only_projection_equals_full_logits_in_loss_and_gradients(family, max_mask_rate, row_groups):
     """A hybrid batch (2 causal rows in 8) gathers its predicted positions into 128 slots (chunks

@@ -63,6 +63,7 @@ def _decayed_leaves(optimizer: optax.GradientTransformation, params: dict) -> se
     return {jax.tree_util.keystr(path) for path, flag in moved if flag}
 
 
+@pytest.mark.slow
 def test_finetuning_decays_every_parameter_as_torch_adamw_does():
     params = jax.tree.map(lambda x: x + 1.0, _model_params(False))  # no leaf at zero, where decay cannot move it
     for clip in (0.0, 1.0):
@@ -71,6 +72,7 @@ def test_finetuning_decays_every_parameter_as_torch_adamw_does():
         assert _decayed_leaves(optimizer, params) == every
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scan_layers", [False, True])
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_weight_decay_reaches_matmul_kernels_only(name, scan_layers):

@@ -30,6 +30,8 @@ def test_jax_platforms_is_cpu_without_an_accelerator_unless_the_user_chose(monke
     assert "JAX_PLATFORMS" not in os.environ
 
 
+@pytest.mark.slow
+@pytest.mark.tpu
 def test_a_tiny_train_on_a_cpu_host_prints_no_libtpu_line(tiny_corpus_dir, tmp_path):
     if importlib.util.find_spec("libtpu") is None:
         pytest.skip("libtpu is not installed (the test or tpu extra)")

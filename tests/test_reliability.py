@@ -101,6 +101,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_damaged_latest_checkpoint_is_set_aside_and_the_run_resumes_exactly(damage, finished_run, tiny_corpus_dir, tmp_path):
     workdir = copy_run(finished_run, tmp_path)
@@ -115,6 +116,7 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_run_resumes_exactly(dama
     assert losses == read_train_losses(finished_run)  # steps 5..8 retrained bit-exact
 
 
+@pytest.mark.slow
 def test_no_valid_checkpoint_is_one_clear_error(finished_run, tiny_corpus_dir, tmp_path):
     workdir = copy_run(finished_run, tmp_path)
     for step in ("4", "8"):
@@ -127,6 +129,7 @@ def test_no_valid_checkpoint_is_one_clear_error(finished_run, tiny_corpus_dir, t
     assert json.loads((workdir / "config.json").read_text())["train"]["log_every_steps"] == 1
 
 
+@pytest.mark.slow
 def test_a_refused_config_never_writes_config_json(finished_run, tiny_corpus_dir, tmp_path):
     workdir = copy_run(finished_run, tmp_path)
     (workdir / "config.json").unlink()  # the checkpoints' own copy of the config is checked instead
@@ -138,6 +141,7 @@ def test_a_refused_config_never_writes_config_json(finished_run, tiny_corpus_dir
     assert not (workdir / "checkpoints_corrupt").exists()
 
 
+@pytest.mark.slow
 def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_corpus_dir, tmp_path):
     workdir = copy_run(finished_run, tmp_path)
     config = run_config(tiny_corpus_dir)
@@ -337,6 +341,7 @@ def _signal_train(corpus_dir, workdir, signal_name="none", at_step=0, nan_at=0) 
                            str(nan_at)], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, status, finished_run, tiny_corpus_dir,
                                                                tmp_path):
@@ -352,6 +357,7 @@ def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, statu
     assert read_train_losses(workdir) == read_train_losses(finished_run)  # bit-exact, each step once
 
 
+@pytest.mark.slow
 def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
     result = _signal_train(tiny_corpus_dir, tmp_path / "run", "SIGTERM", at_step=0)
     assert result.returncode == 143, (result.stdout + result.stderr)[-3000:]
@@ -374,6 +380,7 @@ def test_processes_agree_on_a_stop_every_few_steps(monkeypatch):
     assert stop.stopped("...").exit_status == 143
 
 
+@pytest.mark.slow
 def test_a_nan_loss_stops_in_one_line_and_saves_no_nan_state(tiny_corpus_dir, tmp_path):
     workdir = tmp_path / "run"
     result = _signal_train(tiny_corpus_dir, workdir, nan_at=4)

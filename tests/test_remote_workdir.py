@@ -28,6 +28,7 @@ def _metrics(text: str) -> dict[int, dict]:
     return {r["step"]: r for r in records if "eval_loss" not in r}
 
 
+@pytest.mark.slow
 def test_push_sends_changed_files_and_pull_checks_each_hash(bucket, tmp_path):
     from etils import epath
 
@@ -99,6 +100,7 @@ def test_an_unreachable_storage_service_is_one_line_before_any_retry(monkeypatch
     assert not [record for record in caplog.records if record.name.startswith("gcsfs")]
 
 
+@pytest.mark.slow
 def test_training_on_a_remote_workdir_resumes_on_a_fresh_host(bucket, tiny_corpus_dir, tmp_path, monkeypatch, capsys):
     """A run stopped at step 10 on one host goes on at another with an empty disk: it finds its
     checkpoint, config, metrics and data in the bucket and ends where an uninterrupted local run ends."""
@@ -144,6 +146,7 @@ def test_training_on_a_remote_workdir_resumes_on_a_fresh_host(bucket, tiny_corpu
         export.main(["export", "--workdir", url, "--output", "gs://bkt/hf"])
 
 
+@pytest.mark.slow
 def test_prepare_on_a_remote_workdir_pushes_what_it_made(bucket, tmp_path, monkeypatch):
     from etils import epath
 

@@ -20,6 +20,8 @@ from babylm_jax.config import cli
 from babylm_jax.core.storage import rundir
 from babylm_jax.training.loop import trainer
 
+pytestmark = pytest.mark.slow  # the module's run is trained, then resumed by each test
+
 
 def run_config(corpus_dir: pathlib.Path):
     config = tiny_config(corpus_dir)

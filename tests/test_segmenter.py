@@ -57,6 +57,7 @@ def test_random_mixed_texts_cut_as_jieba_cuts(fast):
     assert all(fast.lengths(t) == [len(w) for w in words.jieba_words(t)] for t in texts[:300])
 
 
+@pytest.mark.slow
 def test_builtin_corpus_documents_cut_as_jieba_cuts(fast):
     documents = [text for path in builtin.builtin_files() for _, text in itertools.islice(builtin.iter_builtin_file(path), 300)]
     assert len(documents) > 300

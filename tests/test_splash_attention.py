@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import attention
+from babylm_jax.model import splash_attention as splash_kernels
 from babylm_jax.model.splash_attention import block_size, splash_attention
 
 B, L, H, K = 4, 128, 2, 16
@@ -30,6 +31,7 @@ def packed_inputs():
     return q, k, v, jnp.asarray(segment_ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows,causal", [("causal", [1, 1, 1, 1]), ("bidirectional", [0, 0, 0, 0]),
                                          ("mixed", [1, 0, 0, 1])])
 def test_splash_matches_the_plain_masked_softmax_and_its_gradient(rows, causal):
@@ -57,6 +59,15 @@ def test_splash_under_a_mesh_splits_the_batch_and_gives_the_same_numbers(explici
         sharded = [jax.device_put(x, rows) for x in (q, k, v, segment_ids)]
         got = jax.jit(lambda q, k, v, s: splash_attention(q, k, v, s, "causal", interpret=True))(*sharded)
     np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+def test_a_kernel_first_built_inside_jit_serves_later_calls():
+    """The kernel is cached by shape: built in a jit trace (a train step), it holds no tracer of that trace
+    that a later call (the eval step, or here an eager call) would meet as a leaked tracer."""
+    q, k, v, segment_ids = packed_inputs()
+    splash_kernels._kernel.cache_clear()  # whichever test ran first, this one builds the kernel under jit
+    jitted = jax.jit(lambda q, k, v, s: splash_attention(q, k, v, s, "causal", interpret=True))(q, k, v, segment_ids)
+    np.testing.assert_allclose(splash_attention(q, k, v, segment_ids, "causal", interpret=True), jitted, atol=1e-6)
 
 
 def test_block_sizes_and_bad_lengths():

@@ -39,6 +39,7 @@ def _write_zhoblimp(root, paradigms: int = 3, per_paradigm: int = 8) -> None:
                                                      encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_path):
     _write_zhoblimp(tmp_path / "data")
     config = tiny_config(tiny_corpus_dir)

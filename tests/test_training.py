@@ -94,6 +94,7 @@ class RecordingIterator:
         self.inner.set_state(state)
 
 
+@pytest.mark.slow
 def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, monkeypatch):
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=8, eval_every_steps=100)
@@ -217,6 +218,7 @@ def test_config_errors_name_the_key(tiny_corpus_dir, tmp_path):
         trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "d"))
 
 
+@pytest.mark.slow
 def test_incompatible_workdir_is_refused_and_untouched(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=2, eval_every_steps=100)

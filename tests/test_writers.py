@@ -55,6 +55,7 @@ def wandb_scalars(workdir: pathlib.Path) -> tuple[dict[tuple[str, int], list[flo
     return found, ids
 
 
+@pytest.mark.slow
 def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny_corpus_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     config = tiny_config(tiny_corpus_dir)
@@ -82,6 +83,7 @@ def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny
     assert state["step"] == 30
 
 
+@pytest.mark.slow
 def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -39,15 +39,18 @@ def block_size(seq_len: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _kernel(causal: bool, num_heads: int, seq_len: int, interpret: bool):
-    """The splash kernel over [H, L, K] inputs for one row (vmapped over the batch)."""
+    """The splash kernel over [H, L, K] inputs for one row (vmapped over the batch). It is cached, so its
+    mask tables are made concrete even when the first call comes inside a jit or shard_map trace: made
+    as that trace's tracers, they would leak into every later call (UnexpectedTracerError)."""
     shape = (seq_len, seq_len)
     head_mask = mask_lib.CausalMask(shape) if causal else mask_lib.FullMask(shape)
     block = block_size(seq_len)
     blocks = kernel_lib.BlockSizes(block_q=block, block_kv=block, block_kv_compute=block, block_q_dkv=block,
                                    block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block,
                                    block_kv_dq=block)
-    return kernel_lib.make_splash_mha(mask_lib.MultiHeadMask([head_mask] * num_heads), block_sizes=blocks,
-                                      head_shards=1, q_seq_shards=1, interpret=interpret)
+    with jax.ensure_compile_time_eval():
+        return kernel_lib.make_splash_mha(mask_lib.MultiHeadMask([head_mask] * num_heads), block_sizes=blocks,
+                                          head_shards=1, q_seq_shards=1, interpret=interpret)
 
 
 def _attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, segment_ids_BxL, causal_B, rows: str, interpret: bool):
