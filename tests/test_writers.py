@@ -103,7 +103,7 @@ def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeyp
     assert b"train.num_steps" in hparams and b"model.d_model" in hparams
 
     (path,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
-    records = wandb_log.records(path)
+    records = wandb_log.settled_records(path)
     run_config = next(r.run.config for r in records if r.WhichOneof("record_type") == "run")
     keys = {item.key: json.loads(item.value_json) for item in run_config.update}
     assert keys["train.num_steps"] == 10 and keys["model.family"] == "causal"
