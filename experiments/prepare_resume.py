@@ -58,7 +58,7 @@ def run_until(command: list[str], log: pathlib.Path, kill: tuple[str, float] | N
                     os.killpg(process.pid, signal.SIGKILL)
                     break
         status = process.wait()
-    return {"seconds": round(time.perf_counter() - start, 1), "status": status, "killed_at": kill and last_bar}
+    return {"seconds": round(time.perf_counter() - start, 1), "status": status, "killed_at": last_bar if kill else None}
 
 
 def file_digests(workdir: pathlib.Path) -> dict[str, str]:
