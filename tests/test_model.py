@@ -289,3 +289,25 @@ def test_model_defaults_are_configs_base_values_and_bad_keys_are_named():
         ModelConfig.from_config({"num_layers": 2.0})
     with pytest.raises(ValueError, match=r"config key model.norm: 'batchnorm' is not one of"):
         ModelConfig.from_config({"norm": "batchnorm"})
+
+
+def test_one_hot_embedding_gradient_equals_the_scatter_add(monkeypatch):
+    """model.embedding_grad="one_hot": the same lookup, and a gradient equal to the scatter-add's
+    (bf16 high + low parts: ~16 bits of mantissa) over several chunks with a padded last one."""
+    monkeypatch.setattr(layers, "ONE_HOT_CHUNK_BYTES", 2 * 50 * 24)  # chunks of 24 rows: 100 rows = 5 chunks
+    keys = jax.random.split(jax.random.key(0), 3)
+    embedding = jax.random.normal(keys[0], (50, 16))
+    tokens = jax.random.randint(keys[1], (4, 25), 0, 50).at[0, :10].set(7)  # a token repeated ten times
+    upstream = jax.random.normal(keys[2], (4, 25, 16))
+
+    def pulled(gradient):
+        out, vjp = jax.vjp(lambda e: layers.embed_tokens(e, tokens, gradient), embedding)
+        return out, vjp(upstream)[0]
+
+    (out_s, grad_s), (out_o, grad_o) = pulled("scatter"), pulled("one_hot")
+    np.testing.assert_array_equal(out_o, out_s)
+    slow = np.zeros((50, 16), np.float32)  # the obvious reference: a loop over tokens
+    for token, row in zip(np.asarray(tokens).reshape(-1), np.asarray(upstream).reshape(-1, 16)):
+        slow[token] += row
+    np.testing.assert_allclose(grad_s, slow, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad_o, slow, rtol=1e-4, atol=1e-4)

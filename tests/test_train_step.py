@@ -1,4 +1,6 @@
-"""The train step's options: gradient accumulation and the sequence-length curriculum."""
+"""The train step's options: gradient accumulation, the sequence-length curriculum, its random bits and loss logits."""
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -123,3 +125,41 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
             scanned_after = unstack_layer_params(state.params, config.model.num_layers)
     assert _max_diff(looped_after, scanned_after) < 1e-5
     assert _max_diff(looped_after, looped.params) > 1e-3  # the steps did move the params
+
+
+def test_the_step_key_follows_train_rng_impl_and_its_dropout_bits_differ(tmp_path):
+    """train.rng_impl picks the step's random bits: an rbg key trains (dropout on), draws
+    other bits than threefry's, and the same key twice gives the same step."""
+    batch = _batch(4, 32)
+    results = {}
+    for impl in ("threefry2x32", "rbg"):
+        config, model, optimizer, state = _setup(tmp_path, rng_impl=impl)
+        key = train_step.step_key(config.train)
+        assert str(jax.random.key_impl(key)) == impl
+        dropout_config = dataclasses.replace(config, model=dataclasses.replace(config.model, dropout=0.5))
+        dropout_model = build_model(dropout_config.model)
+        step = jax.jit(train_step.make_train_step(dropout_config, dropout_model, optimizer, MASKING, 32))
+        results[impl] = [step(state, batch, key)[1]["loss"] for _ in range(2)]
+    for impl, (first, second) in results.items():
+        assert float(first) == float(second), impl
+    assert float(results["threefry2x32"][0]) != float(results["rbg"][0])
+
+
+def test_bfloat16_loss_logits_keep_the_loss_and_gradient_close():
+    """train.loss_logits_dtype=bfloat16 stores a chunk's logits in bf16: the loss and both
+    gradients stay within bf16 rounding of the float32 ones, with float32 reductions."""
+    keys = jax.random.split(jax.random.key(3), 3)
+    x = jax.random.normal(keys[0], (96, 32))
+    embed = 0.3 * jax.random.normal(keys[1], (200, 32))
+    targets = jax.random.randint(keys[2], (96,), 0, 200)
+    weights = jnp.ones(96)
+
+    def loss(dtype):
+        return jax.value_and_grad(objectives.projected_cross_entropy, argnums=(0, 1))(
+            x, embed, targets, weights, 0.0, 32, 1, jnp.float32, dtype)
+
+    (exact, (gx, ge)), (rounded, (rx, re_)) = loss(jnp.float32), loss(jnp.bfloat16)
+    assert float(rounded) != float(exact)  # the logits were stored in bf16
+    np.testing.assert_allclose(rounded, exact, rtol=2e-3)
+    np.testing.assert_allclose(rx, gx, atol=5e-3 * float(jnp.abs(gx).max()))  # bf16: 2^-8 relative
+    np.testing.assert_allclose(re_, ge, atol=5e-3 * float(jnp.abs(ge).max()))

@@ -18,6 +18,7 @@ REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transfo
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
+EMBEDDING_GRADS = ("scatter", "one_hot")  # model.embedding_grad: model.layers.embed_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,9 @@ class ModelConfig:
     # (written-out gradient)
     attention: str = "auto"
     residual_dtype: str = "float32"  # the residual stream between blocks; "bfloat16" only with dtype bfloat16
+    # the token embedding's gradient: "scatter" (a scatter-add), or "one_hot" (matmuls of one-hot tokens: the fast
+    # one under XLA's deterministic GPU ops, train.deterministic, which turn a scatter-add into a sort)
+    embedding_grad: str = "scatter"
 
     @classmethod
     def from_config(cls, model_config: Any) -> "ModelConfig":
@@ -64,6 +68,8 @@ class ModelConfig:
         for key, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS)):
             if value not in allowed:
                 raise ValueError(f"config key model.{key}: {value!r} is not one of {allowed}")
+        if self.embedding_grad not in EMBEDDING_GRADS:
+            raise ValueError(f"config key model.embedding_grad: {self.embedding_grad!r} is not one of {EMBEDDING_GRADS}")
         if self.remat not in REMATS:
             raise ValueError(f"config key model.remat: {self.remat!r} is not one of {REMATS}")
         if self.dtype not in DTYPES:

@@ -14,6 +14,8 @@ from babylm_jax.core.storage.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
+RNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")  # train.rng_impl: jax.random's implementations
+LOGITS_DTYPES = ("float32", "bfloat16")  # train.loss_logits_dtype
 MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
 BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.step.sharding): the batch splits over both, params over fsdp
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
@@ -97,6 +99,8 @@ class TrainConfig:
     seq_len_curriculum: tuple[tuple[float, int], ...]
     allow_schedule_change: bool
     loss_chunk: int  # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk)
+    loss_logits_dtype: str  # a loss chunk's stored logits (accumulated and reduced in float32 either way)
+    rng_impl: str  # the train step's random bits (dropout, masking): a jax.random implementation
     aux_heads: AuxHeadsSettings
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
@@ -116,6 +120,8 @@ class TrainConfig:
             ("learning_rate", self.learning_rate > 0, "must be > 0"),
             ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
             ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
+            ("rng_impl", self.rng_impl in RNG_IMPLS, f"must be one of {RNG_IMPLS}"),
+            ("loss_logits_dtype", self.loss_logits_dtype in LOGITS_DTYPES, f"must be one of {LOGITS_DTYPES}"),
             *((key, 0 <= getattr(self, key) <= 1, "must be in [0, 1]") for key in shares),
             *((key, 0 <= getattr(self, key) < 1, "must be in [0, 1)") for key in rates),
             ("seq_len_curriculum", all(0 <= share < 1 and length >= 2 for share, length in self.seq_len_curriculum),

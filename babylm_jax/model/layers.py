@@ -18,6 +18,7 @@ from babylm_jax.model import attention
 Dtype = Any
 
 _init = nn.initializers.normal(stddev=0.02)
+ONE_HOT_CHUNK_BYTES = 256 * 2**20  # a chunk's bfloat16 one-hot tokens in the "one_hot" embedding gradient
 
 
 def dense_init(*axes: str) -> nn.initializers.Initializer:
@@ -116,6 +117,57 @@ def _swiglu_bwd(residuals, grad_BxLxF):
 
 
 swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
+
+
+def embed_tokens(embedding_VxD: jax.Array, tokens_BxL: jax.Array, gradient: str = "scatter") -> jax.Array:
+    """`embedding[tokens]`. Its gradient is a scatter-add of the rows' gradients ("scatter"), or
+    ("one_hot") matmuls of one-hot tokens with them: under XLA's deterministic GPU ops a
+    scatter-add becomes a sort of every gradient element, and the matmuls cost less."""
+    if gradient == "scatter":
+        return jnp.take(embedding_VxD, tokens_BxL, axis=0)
+    return _embed_one_hot_gradient(embedding_VxD, tokens_BxL)
+
+
+@jax.custom_vjp
+def _embed_one_hot_gradient(embedding_VxD: jax.Array, tokens_BxL: jax.Array) -> jax.Array:
+    return jnp.take(embedding_VxD, tokens_BxL, axis=0)
+
+
+def _embed_one_hot_fwd(embedding_VxD, tokens_BxL):
+    return jnp.take(embedding_VxD, tokens_BxL, axis=0), (embedding_VxD, tokens_BxL)
+
+
+def _embed_one_hot_bwd(residuals, grad_BxLxD):
+    embedding_VxD, tokens_BxL = residuals
+    grad_VxD = one_hot_scatter_add(tokens_BxL.reshape(-1), grad_BxLxD.reshape(-1, grad_BxLxD.shape[-1]),
+                                   embedding_VxD.shape[0])
+    return grad_VxD.astype(embedding_VxD.dtype), None
+
+
+_embed_one_hot_gradient.defvjp(_embed_one_hot_fwd, _embed_one_hot_bwd)
+
+
+def one_hot_scatter_add(ids_N: jax.Array, rows_NxD: jax.Array, num_rows: int) -> jax.Array:
+    """[num_rows, D] float32 sums of `rows` by id, as matmuls of bfloat16 one-hot ids with the rows
+    split into a bfloat16 high and low part (about 16 bits of mantissa), float32 accumulation, in
+    chunks whose one-hot matrix fills at most ONE_HOT_CHUNK_BYTES. The same sum on every run."""
+    n, d = rows_NxD.shape
+    chunk = max(8, min(n, ONE_HOT_CHUNK_BYTES // (2 * num_rows)) // 8 * 8)
+    count = -(-n // chunk)
+    pad = count * chunk - n
+    ids = jnp.pad(ids_N, (0, pad), constant_values=-1).reshape(count, chunk)  # -1: a one-hot row of zeros
+    rows = jnp.pad(rows_NxD.astype(jnp.float32), ((0, pad), (0, 0))).reshape(count, chunk, d)
+
+    def add_chunk(total_VxD, xs):
+        ids_C, rows_CxD = xs
+        one_hot_CxV = jax.nn.one_hot(ids_C, num_rows, dtype=jnp.bfloat16)
+        high_CxD = rows_CxD.astype(jnp.bfloat16)
+        low_CxD = (rows_CxD - high_CxD.astype(jnp.float32)).astype(jnp.bfloat16)
+        for part_CxD in (high_CxD, low_CxD):
+            total_VxD = total_VxD + jnp.dot(one_hot_CxV.T, part_CxD, preferred_element_type=jnp.float32)
+        return total_VxD, None
+
+    return jax.lax.scan(add_chunk, jnp.zeros((num_rows, d), jnp.float32), (ids, rows))[0]
 
 
 class Attention(nn.Module):

@@ -90,19 +90,20 @@ def _unchunked(x_CxMxD: jax.Array, n: int, groups: int) -> jax.Array:
     return x[:, : n // groups].reshape(n, d)
 
 
-def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss):
-    """One chunk's logits (still in cache), their log-sum-exp, and summed weighted loss."""
-    logits_NxV = jnp.dot(x_NxD, embed_VxD.T, preferred_element_type=jnp.float32)
-    log_z_N = jax.nn.logsumexp(logits_NxV, axis=-1)
-    target_logit_N = jnp.take_along_axis(logits_NxV, targets_N[:, None], axis=-1)[:, 0]
+def _chunk_terms(x_NxD, embed_VxD, targets_N, weights_N, z_loss, logits_dtype=jnp.float32):
+    """One chunk's logits (accumulated in float32, kept in `logits_dtype`), their float32
+    log-sum-exp, and summed weighted loss."""
+    logits_NxV = jnp.dot(x_NxD, embed_VxD.T, preferred_element_type=jnp.float32).astype(logits_dtype)
+    log_z_N = jax.nn.logsumexp(logits_NxV.astype(jnp.float32), axis=-1)
+    target_logit_N = jnp.take_along_axis(logits_NxV, targets_N[:, None], axis=-1)[:, 0].astype(jnp.float32)
     loss = jnp.sum(weights_N * (log_z_N - target_logit_N + z_loss * jnp.square(log_z_N)))
     return logits_NxV, log_z_N, loss
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7, 8))
 def projected_cross_entropy(
     x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, chunk: int,
-    groups: int = 1, matmul_dtype: Any = jnp.float32,
+    groups: int = 1, matmul_dtype: Any = jnp.float32, logits_dtype: Any = jnp.float32,
 ) -> jax.Array:
     """Summed float32 cross-entropy (+ z-loss) of `x @ embed.T` against `targets`, weighted.
 
@@ -116,20 +117,21 @@ def projected_cross_entropy(
     (N a multiple of it) each chunk takes `chunk` rows from each of `groups` contiguous blocks
     of rows, so that on a batch-sharded array every device projects its own rows. The three
     matmuls take their inputs in `matmul_dtype` (bfloat16 in bf16 runs) and accumulate in
-    float32; logits, log-sum-exp and loss are float32.
+    float32; log-sum-exp and loss are float32, and the logits are stored in `logits_dtype`
+    (bfloat16 halves the passes over a GPU chunk's logits, which do not stay in its cache).
     """
     embed = embed_VxD.astype(matmul_dtype)
     chunks = (_chunked(x_NxD.astype(matmul_dtype), chunk, groups), _chunked(targets_N, chunk, groups),
               _chunked(weights_N.astype(jnp.float32), chunk, groups))
 
     def body(total, xs):
-        return total + _chunk_terms(*xs[:1], embed, *xs[1:], z_loss)[2], None
+        return total + _chunk_terms(*xs[:1], embed, *xs[1:], z_loss, logits_dtype)[2], None
 
     return jax.lax.scan(body, jnp.zeros((), jnp.float32), chunks)[0]
 
 
 def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk, groups=1,
-                                 matmul_dtype=jnp.float32):
+                                 matmul_dtype=jnp.float32, logits_dtype=jnp.float32):
     embed = embed_VxD.astype(matmul_dtype)
     chunks = (_chunked(x_NxD.astype(matmul_dtype), chunk, groups), _chunked(targets_N, chunk, groups),
               _chunked(weights_N.astype(jnp.float32), chunk, groups))
@@ -137,11 +139,11 @@ def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss,
     def body(carry, xs):
         total, grad_embed_VxD = carry
         x_CxD, targets_C, weights_C = xs
-        logits_CxV, log_z_C, loss = _chunk_terms(x_CxD, embed, targets_C, weights_C, z_loss)
+        logits_CxV, log_z_C, loss = _chunk_terms(x_CxD, embed, targets_C, weights_C, z_loss, logits_dtype)
         # d loss / d logits = w (1 + 2 z log_z) softmax - w one_hot(target)
         scale_C = weights_C * (1.0 + 2.0 * z_loss * log_z_C)
         is_target_CxV = jnp.arange(logits_CxV.shape[1])[None, :] == targets_C[:, None]
-        grad_logits_CxV = (scale_C[:, None] * jnp.exp(logits_CxV - log_z_C[:, None])
+        grad_logits_CxV = (scale_C[:, None] * jnp.exp(logits_CxV.astype(jnp.float32) - log_z_C[:, None])
                            - jnp.where(is_target_CxV, weights_C[:, None], 0.0))
         grad_logits_CxV = grad_logits_CxV.astype(matmul_dtype)
         grad_x_CxD = jnp.dot(grad_logits_CxV, embed, preferred_element_type=jnp.float32)
@@ -154,7 +156,7 @@ def _projected_cross_entropy_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss,
     return total, (grad_x_NxD, grad_embed_VxD.astype(embed_VxD.dtype), targets_N, weights_N)
 
 
-def _projected_cross_entropy_bwd(z_loss, chunk, groups, matmul_dtype, residuals, g):
+def _projected_cross_entropy_bwd(z_loss, chunk, groups, matmul_dtype, logits_dtype, residuals, g):
     grad_x_NxD, grad_embed_VxD, targets_N, weights_N = residuals
     zero = lambda a: jnp.zeros_like(a) if jnp.issubdtype(a.dtype, jnp.floating) else None  # noqa: E731
     return g * grad_x_NxD, g * grad_embed_VxD, zero(targets_N), zero(weights_N)
@@ -233,6 +235,7 @@ def compute_loss(
     z_loss: float = 0.0,
     deterministic: bool = True,
     chunk: int = LOSS_CHUNK,
+    logits_dtype: Any = jnp.float32,
     row_groups: int = 1,
     summed: bool = False,
     aux_objective=None,
@@ -243,7 +246,8 @@ def compute_loss(
     hybrid models project only the predicted positions to the vocabulary: they are gathered
     into a static number of slots (`prediction_capacity` for `max_mask_rate`, by default
     `mask_rate` when it is a number), with a fallback to every position in the rare batch
-    that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time.
+    that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time, its
+    logits kept in `logits_dtype`.
     `row_groups` (the devices the batch's rows are split over) keeps both per device: each
     contiguous block of rows gathers and projects its own predicted positions.
     `aux_objective` (`aux_heads.AuxObjective`) adds the auxiliary heads' weighted summed
@@ -272,7 +276,7 @@ def compute_loss(
         always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if spec.causal_rows else 0
         capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
     loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
-                               z_loss, chunk)
+                               z_loss, chunk, logits_dtype)
     loss = loss_sum / jnp.maximum(count, 1.0)
     metrics = {"loss": loss, "predicted_tokens": count, "lm_loss_sum": loss_sum}
     if aux_objective is not None:
@@ -321,7 +325,7 @@ OBJECTIVES: dict[str, Objective] = {  # FamilySpec.objective -> the objective
 
 def _predicted_loss(
     model, params, hidden_BxLxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, capacity: int, groups: int,
-    z_loss: float, chunk: int,
+    z_loss: float, chunk: int, logits_dtype: Any = jnp.float32,
 ) -> jax.Array:
     """Summed loss of the predicted positions: gathered into `capacity` slots per row group
     when that is fewer than the group's positions and every group fits, else all positions."""
@@ -332,7 +336,7 @@ def _predicted_loss(
     def loss_over(hidden_KxD, targets_K, weights_K):
         x_KxD = model.apply(params, hidden_KxD, method="head")
         return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk, groups,
-                                       model.config.compute_dtype)
+                                       model.config.compute_dtype, logits_dtype)
 
     def all_positions():
         return loss_over(hidden_NxD, targets_N, weights_N)

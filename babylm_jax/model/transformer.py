@@ -116,7 +116,7 @@ class Transformer(nn.Module):
         rope = layers.rope_angles(positions_BxL, c.d_model // c.num_heads, c.rope_theta, c.max_len)
 
         # the stream between blocks in c.stream_dtype (float32 by default); each block computes in c.compute_dtype
-        x_BxLxD = self.embed(tokens_BxL).astype(c.stream_dtype)
+        x_BxLxD = layers.embed_tokens(self.embed.embedding, tokens_BxL, c.embedding_grad).astype(c.stream_dtype)
         if c.scan_layers:
             x_BxLxD, block_inputs_NxBxLxD = self.layers(x_BxLxD, rope, mask, deterministic)
         else:

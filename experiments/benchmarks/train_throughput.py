@@ -108,7 +108,7 @@ class Bench:
             out_shardings=(state_shardings, sharding.replicated(self.mesh)),
             donate_argnums=(0,),
         )
-        self.rng = jax.random.key(seed + 1)
+        self.rng = train_step.step_key(config.train)  # of train.rng_impl, as a run takes it
         start = time.perf_counter()
         self.step = step.lower(abstract_state, abstract_batch, self.rng).compile()
         self.compile_s = time.perf_counter() - start

@@ -69,7 +69,7 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
     step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
-    rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    rng = jax.eval_shape(lambda: train_step.step_key(config.train))
     args = (abstract_state, abstract_batch(config), rng)
     if device is not None:
         on_device = jax.sharding.SingleDeviceSharding(device)
@@ -220,7 +220,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
                                    groups=len(devices))
     jitted = jax.jit(step, in_shardings=(state_shardings, batch_sharding, None),
                      out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=(0,))
-    rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    rng = jax.eval_shape(lambda: train_step.step_key(config.train))
     return Step(jitted, (abstract_state, abstract_batch(config, batch_sharding), rng), model)
 
 

@@ -31,7 +31,7 @@ from babylm_jax.training.metrics.metrics_file import MetricsWriter
 from babylm_jax.training.metrics.step_logger import StepLogger
 from babylm_jax.training.step import sharding
 from babylm_jax.training.step.curricula import seq_len_at
-from babylm_jax.training.step.train_step import make_eval_step, make_train_step
+from babylm_jax.training.step.train_step import make_eval_step, make_train_step, step_key
 
 
 def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None = None) -> dict:
@@ -71,7 +71,7 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     writer = writers.open_writers(MetricsWriter(run.workdir, enabled=run.is_main), run.workdir,
                                   config.train, config.to_dict(), run.start_step)
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
-    step_rng = jax.random.fold_in(jax.random.key(config.train.seed), 1)
+    step_rng = step_key(config.train)
     run_start = time.perf_counter()
     first_local = next(run.data.train_iterator)  # step start+1's batch: its shapes are the train step's
     programs = _compile_programs(run, first_local, step_rng, last_step)

@@ -16,7 +16,7 @@ import optax
 
 from babylm_jax.config.data import DataConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.training import MeshConfig
+from babylm_jax.config.training import MeshConfig, TrainConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer
@@ -53,6 +53,11 @@ def row_groups(mesh: MeshConfig) -> int:
     return len(sharding.run_devices(mesh, jax.devices()))
 
 
+def step_key(train: TrainConfig) -> jax.Array:
+    """The train step's key, of `train.rng_impl` (the step folds in its number, then its micro-batch's)."""
+    return jax.random.fold_in(jax.random.key(train.seed, impl=train.rng_impl), 1)
+
+
 def step_platform(platform: str | None = None) -> str:
     """The platform a step is built for: `platform`, else the running backend's ("cpu", "cuda", "tpu")."""
     return platform or platform_of(jax.default_backend())
@@ -77,7 +82,7 @@ def make_train_step(config: RunConfig, model: Transformer, optimizer, masking, l
             model, params, micro, rng,
             mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
             masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, chunk=chunk, row_groups=groups, summed=accum > 1, aux_objective=aux_objective,
+            deterministic=deterministic, chunk=chunk, logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=groups, summed=accum > 1, aux_objective=aux_objective,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
