@@ -2,7 +2,7 @@
 
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint. A user error is one line
-and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices, the second
+and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices, the next
 whether the run is bit-exact there (train.deterministic) and what that costs; a recipe
 made for an accelerator (`mesh.target`) refuses to start on a CPU backend unless --allow_cpu.
 SIGTERM (preemption) or Ctrl-C ends the run after
@@ -40,10 +40,10 @@ def main(argv: Sequence[str]) -> dict:
     from babylm_jax.training.loop import preemption, trainer
 
     print(f"train: {backend.describe_backend(config)}", flush=True)
-    print(f"train: {backend.describe_determinism(config)}", flush=True)
     notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work
     if notice:
         print(f"train: {notice}", flush=True)
+    print(f"train: {backend.describe_determinism(config)}", flush=True)
     try:
         return trainer.train_and_evaluate(config, _WORKDIR.value)
     except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line
