@@ -36,8 +36,8 @@ def describe_determinism(config: RunConfig) -> str:
         return f"bit-exactness on {backend} is not measured here (train.deterministic sets XLA's GPU flag only)"
     if config.train.deterministic:
         return f"bit-exact: GPU with deterministic ops (train.deterministic; {DETERMINISTIC_COST})"
-    return (f"not bit-exact: GPU without deterministic ops, so runs and resumes may differ slightly ({NONDETERMINISTIC_DRIFT}); "
-            f"--config.train.deterministic=true makes them bit-exact ({DETERMINISTIC_COST})")
+    return (f"not bit-exact: GPU without deterministic ops, so runs and resumes may differ slightly "
+            f"({NONDETERMINISTIC_DRIFT}); --config.train.deterministic=true makes them bit-exact ({DETERMINISTIC_COST})")
 
 
 def check_target(config: RunConfig, allow_cpu: bool) -> str | None:
