@@ -68,7 +68,7 @@ def prepare_and_report(run: RunConfig, workdir: pathlib.Path) -> None:
         detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
                                                                    data_config.normalize)
     if checkpoint_steps(str(workdir)):  # a trained run's data: only the inputs it was started from
-        run_inputs.check_inputs(workdir, run_inputs.corpus_files(data_config))
+        run_inputs.check_inputs(workdir, run_inputs.corpus_files(data_config, workdir))
     prepared = prepare_corpus(run, workdir, times)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "

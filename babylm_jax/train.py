@@ -2,7 +2,8 @@
 
 Any config value can be overridden, e.g. `--config.train.num_steps=20`. Running the same
 command on the same workdir resumes from its latest checkpoint. A user error is one line
-and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices; a recipe
+and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices, the next
+whether the run is bit-exact there (train.deterministic) and what that costs; a recipe
 made for an accelerator (`mesh.target`) refuses to start on a CPU backend unless --allow_cpu.
 SIGTERM (preemption) or Ctrl-C ends the run after
 the current step with a checkpoint of it and one line saying so: exit status 143 (SIGTERM)
@@ -17,6 +18,7 @@ from absl import flags, logging
 
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.core.host import platforms
 
 COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -32,6 +34,8 @@ def main(argv: Sequence[str]) -> dict:
     COMMAND.parse(argv)
     config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before any work
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
+    if config.train.deterministic:
+        platforms.use_deterministic_ops()  # before the backend starts (XLA reads its flags once, then)
     from babylm_jax.training.accelerators import backend  # the heavy imports, after the options are checked
     from babylm_jax.training.loop import preemption, trainer
 
@@ -39,6 +43,7 @@ def main(argv: Sequence[str]) -> dict:
     notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work
     if notice:
         print(f"train: {notice}", flush=True)
+    print(f"train: {backend.describe_determinism(config)}", flush=True)
     try:
         return trainer.train_and_evaluate(config, _WORKDIR.value)
     except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line

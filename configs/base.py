@@ -19,6 +19,7 @@ import dataclasses
 import ml_collections
 
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.config.training import TrainConfig
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -120,6 +121,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.aux_heads.radical = 0.0
     config.train.aux_heads.position = "auto"
     config.train.allow_schedule_change = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
+    # True: a GPU run is bit-exact (XLA's deterministic ops; slower, `train` says by how much). CPU runs are
+    # bit-exact either way (a no-op there). The default is the field's (babylm_jax/config/training.py).
+    config.train.deterministic = TrainConfig.deterministic
     # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e
     # ".[tensorboard]"; then `tensorboard --logdir runs/`) and/or "wandb" (".[wandb]").
     config.train.writers = ("jsonl",)

@@ -95,8 +95,8 @@ def test_cache_keys_unchanged_for_the_same_settings():
     class Filter:
         fingerprint = {"ngram": 13}
 
-    assert cache_keys.corpus_key(data, [], None) == "67a6126f113aaa39"
-    assert cache_keys.corpus_key(data, [], Filter()) == "7abdbd6385b19596"
+    assert cache_keys.corpus_key(data, {}, None) == "67a6126f113aaa39"
+    assert cache_keys.corpus_key(data, {}, Filter()) == "7abdbd6385b19596"
 
 
 def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):

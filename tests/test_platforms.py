@@ -48,3 +48,86 @@ def test_a_tiny_train_on_a_cpu_host_prints_no_libtpu_line(tiny_corpus_dir, tmp_p
     assert result.returncode == 0, result.stderr
     lines = (result.stdout + result.stderr).splitlines()
     assert [line for line in lines if any(mark in line for mark in LIBTPU_LINES)] == []
+
+
+DETERMINISTIC_SCRIPT = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax
+from babylm_jax.core.host import platforms
+assert not platforms.backend_started()
+platforms.use_deterministic_ops()
+platforms.use_deterministic_ops()  # once is enough: the flag is not repeated
+print(os.environ["XLA_FLAGS"])
+print(len(jax.devices()))  # the flags already there still hold: 2 CPU devices
+assert platforms.backend_started()
+platforms.use_deterministic_ops()  # started with the flag: nothing to do
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+platforms.use_deterministic_ops()  # a CPU backend: the GPU flag would change nothing, so nothing to refuse
+jax.default_backend = lambda: "gpu"
+try:
+    platforms.use_deterministic_ops()
+except platforms.BackendStarted as error:
+    print(error)
+"""
+
+
+def test_deterministic_ops_are_set_before_the_backend_starts_or_refused():
+    result = subprocess.run([sys.executable, "-c", DETERMINISTIC_SCRIPT], cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 0, result.stderr
+    flags, devices, refusal = result.stdout.splitlines()
+    assert flags == "--xla_force_host_platform_device_count=2 --xla_gpu_deterministic_ops=true" and devices == "2"
+    assert refusal.startswith("train.deterministic: JAX's backend has already started in this process")
+
+
+TRAIN_SPY = """
+import os, runpy, sys
+import jax._src.xla_bridge as xla_bridge
+started_with = []
+start = xla_bridge._init_backend
+def spy(platform):
+    started_with.append(os.environ.get("XLA_FLAGS", ""))
+    return start(platform)
+xla_bridge._init_backend = spy
+sys.argv = ["train", *sys.argv[1:]]
+try:
+    runpy.run_module("babylm_jax.train", run_name="__main__")
+finally:
+    print("XLA_FLAGS when the backend started:", started_with[0])
+"""
+
+
+@pytest.mark.slow
+def test_train_deterministic_sets_the_flag_before_the_backend_starts(tiny_corpus_dir, tmp_path):
+    config_file = tmp_path / "config.py"
+    config_file.write_text("import ml_collections\n\n\ndef get_config():\n    return ml_collections.ConfigDict(%r)\n"
+                           % json.loads(tiny_config(tiny_corpus_dir).to_json()))
+    result = subprocess.run([sys.executable, "-c", TRAIN_SPY, f"--config={config_file}", f"--workdir={tmp_path / 'run'}",
+                             "--config.train.num_steps=1", "--config.train.deterministic=true"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[-1] == ("XLA_FLAGS when the backend started: --xla_force_host_platform_device_count=1 "
+                         "--xla_gpu_deterministic_ops=true")
+    assert "train: bit-exact: CPU runs are (train.deterministic changes nothing here)" in lines[:3]
+
+
+def test_the_train_line_on_determinism_says_where_and_the_cost(monkeypatch):
+    import jax
+
+    from babylm_jax.config.schema import RunConfig
+    from babylm_jax.training.accelerators import backend
+
+    config = tiny_config(pathlib.Path("corpus"))
+    for platform, deterministic, expected in [
+        ("cpu", False, "bit-exact: CPU runs are"),
+        ("gpu", True, "bit-exact: GPU with deterministic ops (train.deterministic; measured -22% tokens/s"),
+        ("gpu", False, "not bit-exact: GPU without deterministic ops, so runs and resumes may differ slightly "
+                       "(two fresh runs of causal_14m on an H200 differed by up to 0.0127 in loss by step 100); "
+                       "--config.train.deterministic=true makes them bit-exact"),
+    ]:
+        config.train.deterministic = deterministic
+        monkeypatch.setattr(jax, "default_backend", lambda: platform)
+        assert backend.describe_determinism(RunConfig.from_config(config)).startswith(expected)

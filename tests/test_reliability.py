@@ -21,7 +21,9 @@ Cases (issue 14):
 - metrics.jsonl: a partial last line is repaired on resume and each step is logged once;
 - a token cache or counted corpus shard changed or truncated after prepare is rebuilt, with
   a warning naming the file, never used as it is;
-- prepare's worker processes exit when their parent is killed;
+- prepare's worker processes exit when their parent is killed; workers that cannot start (a jieba
+  that fails to load, in a subprocess of the real command) stop prepare in one line naming the
+  error and the fix, exit 2, within seconds (one worker: the same line, from the parent);
 - a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
 - evaluate refuses an --output that is a folder or cannot be written before loading anything;
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
@@ -255,6 +257,51 @@ def test_prepare_workers_exit_with_their_parent(tmp_path):
     while time.monotonic() < deadline and any(_running(p) for p in workers):
         time.sleep(0.2)
     assert not any(_running(p) for p in workers)
+
+
+def test_a_pool_whose_initializer_fails_raises_at_the_first_failure():
+    import functools
+    import importlib
+
+    from babylm_jax.core.host.workers import WorkerStartError, run_tasks
+
+    start = time.monotonic()
+    with pytest.raises(WorkerStartError) as error:
+        run_tasks(print, [(i,) for i in range(8)], workers=2, total=8, desc="demo",
+                  initializer=functools.partial(importlib.import_module, "babylm_no_such_module"))
+    assert str(error.value) == ("the demo workers could not start: ModuleNotFoundError: No module named "
+                                "'babylm_no_such_module'; install the package that provides 'babylm_no_such_module' "
+                                "(pip install ...) where the workers run")
+    assert time.monotonic() - start < 60
+
+
+FAKE_JIEBA = "raise RuntimeError('fake jieba: broken install')\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 1])
+def test_workers_that_cannot_load_jieba_stop_prepare_in_one_line(workers, tiny_corpus_dir, tmp_path):
+    (tmp_path / "fake" / "jieba").mkdir(parents=True)
+    (tmp_path / "fake" / "jieba" / "__init__.py").write_text(FAKE_JIEBA)
+    config = tmp_path / "config.py"
+    config.write_text("import pathlib\nfrom fixtures.data.synthetic import tiny_config\n\ndef get_config():\n"
+                      f"    return tiny_config(pathlib.Path({str(tiny_corpus_dir)!r}))\n")
+    tests = pathlib.Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(tests),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "babylm_jax.prepare", f"--config={config}",
+                           f"--workdir={tmp_path / 'run'}", f"--config.data.num_workers={workers}"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - start
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "it/s" not in line and "shard" not in line]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith("prepare: error: ")
+    assert "loading jieba failed (RuntimeError: fake jieba: broken install)" in lines[0]
+    assert "pip install jieba==0.42.1" in lines[0]
+    assert ("the count words workers could not start" in lines[0]) == (workers > 1)
+    assert seconds < 60  # seconds, not a respawn loop (the command's imports included)
 
 
 def _reverse_npy(path):

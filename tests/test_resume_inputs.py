@@ -4,12 +4,17 @@
   inputs (inputs.json) refuses the resume in one line naming the file (exit 2), before any work:
   the workdir is left as it was;
 - unchanged inputs resume bit-exactly; a run older than the record resumes, records and says so;
+- a run copied with its corpus to another place (new paths, fresh mtimes) resumes bit-exactly with one
+  line saying the corpus moved, counting and tokenising nothing; moved and changed, it is refused naming
+  the file; a record that named files by their configured paths still resumes;
 - train.allow_schedule_change logs the changed keys and the learning rate before and after.
 """
 import json
+import os
 import pathlib
 import re
 import shutil
+import time
 
 import pytest
 from conftest import tiny_config
@@ -170,3 +175,47 @@ def test_a_schedule_change_says_the_learning_rate_before_and_after(started, tmp_
     assert lines == [f"train.allow_schedule_change: the schedule changes from step 9 on (train.num_steps 8 -> 10); "
                      f"learning rate {train[8]['learning_rate']:.3g} at step 8 (old schedule), "
                      f"{train[9]['learning_rate']:.3g} at step 9 (new schedule)"]
+
+
+def moved(started, tmp_path) -> tuple[pathlib.Path, pathlib.Path]:
+    """(corpus, run) copied as `cp -r` copies: new paths, fresh mtimes; the run without its last checkpoint."""
+    corpus = shutil.copytree(started[0], tmp_path / "elsewhere" / "corpus", copy_function=shutil.copy)
+    run = shutil.copytree(started[1], tmp_path / "elsewhere" / "run", copy_function=shutil.copy)
+    shutil.rmtree(run / rundir.CHECKPOINTS / "8")
+    later = time.time() + 1
+    for path in [*corpus.rglob("*"), *run.rglob("*")]:
+        os.utime(path, (later, later))
+    return corpus, run
+
+
+def test_a_run_moved_with_its_corpus_resumes_with_nothing_counted(started, tmp_path, capsys, monkeypatch):
+    from babylm_jax.corpus.counting import corpus_cache
+    from babylm_jax.corpus.tokens import token_cache
+
+    corpus, run = moved(started, tmp_path)
+    runs = []
+    for module in (corpus_cache, token_cache):
+        monkeypatch.setattr(module, "run_tasks", lambda fn, *args, **kwargs: runs.append(fn.__name__))
+    trainer.train_and_evaluate(RunConfig.from_config(run_config(corpus)), str(run))
+    out = capsys.readouterr().out.splitlines()
+    said = [line for line in out if line.startswith("the corpus moved")]
+    assert said == [f"the corpus moved (data.corpus {str(started[0])!r} -> {str(corpus)!r}); its files' content is "
+                    "the same as the run was started from (inputs.json: names, sizes, sha256): resuming"]
+    assert any(line.startswith("Resuming") for line in out) and runs == []
+    assert {s: r["loss"] for s, r in read_train(run).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
+
+
+def test_a_run_moved_with_a_changed_corpus_is_refused_naming_the_file(started, tmp_path, capsys):
+    corpus, run = moved(started, tmp_path)
+    _same_size_edit(corpus)
+    line = refusal(capsys, run_config(corpus), run)
+    assert re.search(r"corpus file a\.txt has changed \(same size, its sha256 differs\)", line), line
+
+
+def test_a_record_of_configured_paths_still_resumes(started, workdir, capsys):
+    record = json.loads((workdir / rundir.INPUTS).read_text())
+    record["corpus"] = {str(started[0] / name): value for name, value in record.pop("corpus").items()}
+    record.pop("names")
+    (workdir / rundir.INPUTS).write_text(json.dumps(record))
+    trainer.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    assert "Resuming" in capsys.readouterr().out

@@ -105,6 +105,9 @@ class TrainConfig:
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
     wandb: WandbConfig
+    # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.host.platforms), at a cost in
+    # speed; CPU runs are bit-exact without it (a no-op there).
+    deterministic: bool = False
 
     def rules(self) -> list[Rule]:
         shares = ("decay_share", "hybrid_causal_share")

@@ -6,6 +6,10 @@ warnings, an `E0000 ... INVALID_ARGUMENT`). On a Linux host with no accelerator 
 JAX_PLATFORMS=cpu spares every command (and its subprocesses) that start. A JAX_PLATFORMS the user
 set, even empty, is left as it is; compiling for a TPU topology from this host (`babylm_jax.aot
 --platform tpu`) loads libtpu itself and needs no TPU backend.
+
+`use_deterministic_ops()` (config key train.deterministic) appends XLA's deterministic-ops flag to
+XLA_FLAGS, which XLA reads once, when JAX starts its backend: called later it would do nothing, so
+it raises instead.
 """
 from __future__ import annotations
 
@@ -30,3 +34,33 @@ def skip_absent_tpu() -> None:
         return
     if importlib.util.find_spec("libtpu") is not None:
         os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+DETERMINISTIC_OPS = "--xla_gpu_deterministic_ops=true"  # bit-exact GPU runs: no atomics in reductions and scatters
+
+
+class BackendStarted(RuntimeError):
+    """An XLA flag set after JAX started its backend, where it would silently do nothing."""
+
+
+def backend_started() -> bool:
+    """Whether JAX has started a backend in this process (XLA_FLAGS are read then, once)."""
+    xla_bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(xla_bridge is not None and xla_bridge.backends_are_initialized())
+
+
+def use_deterministic_ops() -> None:
+    """Appends DETERMINISTIC_OPS to XLA_FLAGS (the flags already there kept), before JAX starts its
+    backend. Once a backend has started: nothing to do where the flag was set before it or where the
+    backend is no GPU (the flag is XLA's GPU flag); BackendStarted on a GPU started without it."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if backend_started():
+        import jax
+
+        if DETERMINISTIC_OPS in flags.split() or jax.default_backend() not in ("gpu", "cuda", "rocm"):
+            return
+        raise BackendStarted(f"train.deterministic: JAX's backend has already started in this process, so "
+                             f"{DETERMINISTIC_OPS} in XLA_FLAGS would do nothing; set it before jax.devices() or any "
+                             "computation (the train command does)")
+    if DETERMINISTIC_OPS not in flags.split():
+        os.environ["XLA_FLAGS"] = f"{flags} {DETERMINISTIC_OPS}".strip()

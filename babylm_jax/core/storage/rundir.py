@@ -28,6 +28,7 @@ LEAKAGE = "leakage.json"  # evaluation items found in the training text (prepare
 UNK_AUDIT = "unk_audit.json"
 TOKENIZER = "tokenizer"  # the tokenizer the run trains with
 DATA = "data"  # the corpus and token caches
+FILE_HASHES = f"{DATA}/file_hashes.json"  # the corpus files' sha256s by place and stat, so an unchanged file is read once
 PREPARED = f"{DATA}/prepared.json"  # the caches prepare made for the run (opened by the other processes)
 CHECKPOINTS = "checkpoints"
 MILESTONES = "milestones"  # word-milestone checkpoints

@@ -10,8 +10,12 @@ Layout under `<workdir>/data/`:
                                      its documents were checked against jieba.cut)
     corpus-<ckey>/index.json         the number of shards and the size and sha256 of every shard
                                      file, written last; checked at each load (damaged shards
-                                     are counted again)
-`ckey` (cache_keys.corpus_key) hashes the corpus files and reading/normalisation settings.
+                                     are counted again); what it was counted from (`made_from`:
+                                     the corpus files by name, size and sha256, and the settings)
+`ckey` (cache_keys.corpus_key) hashes the corpus files' names, sizes and sha256 and the
+reading/normalisation settings: never their place or dates, so a workdir and its corpus
+copied anywhere count nothing again. Where a corpus is counted while another counted corpus
+is there, one line first says what differs from the closest one.
 Every shard is written to a temporary path and renamed, so an interrupted run leaves only
 whole shards; a re-run skips them.
 """
@@ -32,12 +36,14 @@ from absl import logging
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.corpus.counting import sources as corpus
 from babylm_jax.corpus.counting import segmenter, words
-from babylm_jax.corpus.counting.cache_integrity import file_records, problems
-from babylm_jax.corpus.counting.cache_keys import corpus_key
+from babylm_jax.corpus.counting.cache_integrity import FileHashes, differences, file_records, problems
+from babylm_jax.corpus.counting.cache_keys import corpus_key, corpus_settings
 from babylm_jax.config.data import DataConfig
 from babylm_jax.core.host.workers import chunks_by_chars, num_workers, run_tasks
 
 
+# What the corpus settings (cache_keys.corpus_settings) are called where a recount names them.
+_SETTING_NAMES = {"version": "the counted corpus's format", "line_filter": "the leakage filter (data.leakage)"}
 CHECK_EVERY = 200  # every 200th document of a shard counted by the faster segmenter is checked against jieba.cut
 _WORD_LENGTHS: tuple[Callable[[str], list[int]], str] | None = None
 
@@ -193,10 +199,15 @@ def _shards_to_count(sources: list[corpus.Source], data_config: DataConfig, dire
         stdlib_logging.disable(previous)
 
 
-def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) -> CorpusCache:
-    """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards."""
+def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None,
+                 files: dict[str, dict] | None = None) -> CorpusCache:
+    """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards.
+
+    `files`: the corpus's files (`sources.corpus_files`), where the caller has them (hashed here otherwise)."""
     sources = corpus.list_sources(data_config)
-    directory = root / f"corpus-{corpus_key(data_config, sources, line_filter)}"
+    files = files if files is not None else corpus.corpus_files(sources, FileHashes(None))
+    made_from = json.loads(json.dumps({"files": files, "settings": corpus_settings(data_config, line_filter)}))
+    directory = root / f"corpus-{corpus_key(data_config, files, line_filter)}"
     index_path = directory / "index.json"
     if index_path.exists() and not _remove_damaged_shards(directory):
         n = json.loads(index_path.read_text())["shards"]
@@ -210,6 +221,9 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
             if "files" in json.loads(index_path.read_text()):  # record the new files' checksums too
                 atomic_write_json(index_path, {"shards": n, "files": file_records(directory / "shards")})
         return cache
+    reason = None if directory.exists() else _why_count_again(root, made_from)
+    if reason:
+        logging.warning("counting the corpus again into %s: %s", directory, reason)
     normalize = data_config.normalize
     shard_dirs: list[pathlib.Path] = []
 
@@ -227,8 +241,35 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None) 
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)
         raise corpus.CorpusError(f"Empty corpus: no text in {names} after normalisation")
-    atomic_write_json(index_path, {"shards": len(shard_dirs), "files": file_records(directory / "shards")})
+    atomic_write_json(index_path, {"shards": len(shard_dirs), "files": file_records(directory / "shards"),
+                                   "made_from": made_from})
     return cache
+
+
+def _why_count_again(root: pathlib.Path, made_from: dict) -> str | None:
+    """What differs between the corpus about to be counted and the closest one counted under `root` (the
+    fewest differences), in one phrase; None where none is counted there yet."""
+    compared, earlier = [], None
+    for index in sorted(root.glob("corpus-*/index.json")):
+        try:
+            before = json.loads(index.read_text()).get("made_from")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(before, dict):
+            earlier = index.parent.name
+            continue
+        changes = differences(before.get("files", {}), made_from["files"], "corpus file")
+        settings = before.get("settings", {})
+        changes += [f"{_SETTING_NAMES.get(key, 'data.' + key)} {settings.get(key)!r} -> {value!r}"
+                    for key, value in made_from["settings"].items() if settings.get(key) != value]
+        compared.append(changes or [f"{index.parent.name} holds the same files and settings"])
+    if compared:
+        closest = min(compared, key=len)
+        return "; ".join(closest[:3]) + (f" (and {len(closest) - 3} more)" if len(closest) > 3 else "")
+    if earlier:
+        return (f"the counted corpus {earlier} is keyed by its files' places and dates (an earlier version of "
+                "babylm_jax); counted corpora are now keyed by the files' content")
+    return None
 
 
 def _remove_damaged_shards(directory: pathlib.Path) -> bool:

