@@ -46,16 +46,19 @@ What the CPU study (experiments/README.md, "Recipes that learn"; 1.6M-parameter 
 - Not carried over: the tokenizer (above) and the exact step count (the CPU curve flattens
   over its last 0.9M words; a 14M model on 102M words is far from that regime).
 
-Throughput (an estimate; no GPU run yet): 83.4 MFLOP per token for training
-(training/metrics/flops.py's convention); this model's matmuls are narrow (d 256), so assume ~10%
-MFU on an H100/H200 (989 TFLOP/s bf16 dense) -> ~1.2M tokens/s, ~15 minutes for 17,000
-steps. Target: one 80 GB H100 (`mesh.target`, `mesh.topology`), cuDNN flash attention
-(`model.attention=auto`, causal), a float32 residual stream, loss chunks of 2,048 rows on the
-GPU. Memory (XLA's GPU compiler for an H100, on a CPU host without a GPU:
-`python -m babylm_jax.aot --config configs/causal_14m.py`, 2026-12-02): 0.15 GiB of train
-state and 7.3 GiB of temporaries in one pass of 128 rows (peak 7.5 GiB of 74.5 GiB), so the
-recipe takes one pass (`grad_accum_steps=1`; two passes: 3.8 GiB). The CPU compile of the old
-attention had said 7.9 GB at two passes.
+Speed (experiments/README.md, "GPU step anatomy"). Measured on an H200 with scanned layers and
+float32 loss logits: 34.9 ms a step (1.88M tokens/s, MFU 0.16). Its anatomy
+(`experiments/benchmarks/gpu_step_anatomy.py`) puts 44% of the step in the loss: a 32k
+vocabulary's chunk of logits does not stay in the GPU's cache, so its passes go to HBM; and the
+scanned layers' stacked copies of the saved activations cost most of the rest. So a loss chunk
+keeps its logits in bf16 (`train.loss_logits_dtype`, reduced in float32) and the layers are
+unrolled (`scan_layers=False`): predicted 22.5 ms a step, MFU 0.25, to be measured at the next GPU
+lend (experiments/benchmarks/h200_speed.sh). Target: one 80 GB H100 or an H200 (`mesh.target`,
+`mesh.topology`), cuDNN flash attention (`model.attention=auto`, causal), a float32 residual
+stream, loss chunks of 2,048 rows on the GPU; 4.5 GiB peak in one pass of 128 rows, so the recipe
+takes one pass (`grad_accum_steps=1`). Bit-exact GPU runs: `train.deterministic=true` with
+`model.embedding_grad=one_hot` (predicted 1.16x the step time; without one_hot the scatter-add
+of the embedding gradient becomes a sort: 1.38x).
 """
 import pathlib
 
@@ -84,14 +87,14 @@ def get_config() -> ml_collections.ConfigDict:
 
     config.model.update(
         family="causal", vocab_size=32_768, d_model=256, num_layers=6, num_heads=4, d_ff=1024,
-        max_len=512, mlp="gelu", norm="layernorm", dtype="bfloat16", scan_layers=True, remat="none",
-        attention="auto", residual_dtype="float32",
+        max_len=512, mlp="gelu", norm="layernorm", dtype="bfloat16", scan_layers=False, remat="none",
+        attention="auto", residual_dtype="float32",  # see "Speed" above
     )
 
     config.train.update(
         num_steps=17_000, batch_size=128, seq_len=512, learning_rate=1e-3, warmup_steps=1000,
         min_lr_ratio=0.1, weight_decay=0.1, b2=0.95, log_every_steps=100, eval_every_steps=1000,
-        eval_batches=20, grad_accum_steps=1,
+        eval_batches=20, grad_accum_steps=1, loss_logits_dtype="bfloat16",  # see "Speed" above
     )
     config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
     config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for

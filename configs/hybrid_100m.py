@@ -15,32 +15,29 @@ dropout 0.1; 1 row in 16 trained causally, the rest with MNTP; masking rate 0.3 
 rows of 128 tokens for the first 70% of steps, 256 until 90%, then 512 (a 512-token row is
 split into shorter rows, so tokens per step stay 256 x 512 = 131,072). One epoch is about
 130M tokens (16k vocabulary: ~1.2 characters per piece); 10,000 steps ~ 10 epochs. bf16
-compute, params f32, nn.scan over layers, and remat of everything but the weight matmuls.
+compute, params f32, layers unrolled and nothing rematerialised (see "Speed").
 LAMB's 1e-2 is GPT-BERT's own: its layer-wise trust ratio scales each update, so the CPU
 study's AdamW finding (1e-2 worse than 3e-3 at d 128) does not carry over; its other lessons
 (tokens over size, two seeds per comparison) do: configs/causal_14m.py.
 
-Target: one 80 GB H100 (`mesh.target`, `mesh.topology`; an H200 too). cuDNN flash attention
+Target: one 80 GB H100 or an H200 (`mesh.target`, `mesh.topology`). cuDNN flash attention
 (`model.attention=auto` on CUDA in bf16), a float32 residual stream, bf16 loss matmuls with
-float32 accumulation in chunks of 4,096 rows (~256 MB of f32 logits), every curriculum length
-and the eval step compiled before step 1.
+float32 accumulation in chunks of 4,096 rows, every curriculum length and the eval step compiled
+before step 1.
 
-Throughput (an estimate; no GPU run yet): 728 MFLOP per token at length 512 (687 at 128)
-for training, by training/metrics/flops.py's convention (remat recomputation not counted).
-Assuming 35% MFU on an H200 (989 TFLOP/s bf16 dense) gives ~475k tokens/s, so 0.28 s per
-step and ~50 minutes for 10,000 steps. Measure it with
-experiments/benchmarks/h200_check.sh (part 2; under 8 minutes in all).
-
-Memory (XLA's GPU compiler for an H100, run on a CPU host without a GPU:
-`python -m babylm_jax.aot --config configs/hybrid_100m.py`, 2026-12-02): 1.67 GiB of train
-state (f32 params, LAMB moments, EMA) and 35.7 GiB of temporaries at each curriculum length
-(128, 256, 512) in one pass of 256 rows, peak 37.4 GiB of the H100's 74.5 GiB (80 GB), so
-this recipe takes one pass (`grad_accum_steps=1`: fewer, larger matmuls); two passes would
-need 18.6 GiB. The largest tensors are the residuals that remat keeps per layer (the
-SwiGLU gate/up output, 15 GiB in bf16, and the float32 residual stream, 4.5 GiB); no float32
-[B, H, L, L] attention scores (the CPU compile of the old attention held 1.6 GB of them per
-layer and said 37 GB at two passes). model.remat="full" would shrink it further but
-recomputes every matmul.
+Speed (experiments/README.md, "GPU step anatomy"). Measured on an H200 with scanned layers, remat
+of everything but the weight matmuls, threefry random bits and float32 loss logits: 350 ms a step
+(374k tokens/s, MFU 0.26). The step's anatomy (`experiments/benchmarks/gpu_step_anatomy.py`, the
+step compiled for an H200 on a CPU host, its kernels costed by a roofline fitted to that figure)
+finds half of it memory-bound: scanned layers copy every saved activation into and out of stacked
+buffers (and zero-fill them), and the remat recompute of the layer norms, SwiGLU and dropout costs
+more than keeping them. So the layers are unrolled (`scan_layers=False`: no stacked copies, a longer
+compile), nothing is rematerialised (58 GiB peak at 256 x 512, within an 80 GB H100), dropout and
+masking take XLA's RngBitGenerator (`train.rng_impl="rbg"`, cheaper than threefry's hash; the bits
+differ by backend, and by sharding) and a loss chunk keeps its logits in bf16
+(`train.loss_logits_dtype`, reduced in float32): predicted ~250 ms a step, MFU ~0.35, to be
+measured at the next GPU lend (experiments/benchmarks/h200_speed.sh). What is left above that is
+XLA's memory-bound elementwise passes (norms, SwiGLU's backward, dropout, the float32 stream).
 """
 import pathlib
 
@@ -70,7 +67,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.update(
         family="hybrid", vocab_size=16_384, d_model=768, num_layers=12, num_heads=12, d_ff=2560,
         max_len=512, mlp="swiglu", norm="layernorm", dropout=0.1, dtype="bfloat16",
-        scan_layers=True, remat="dots_no_batch", attention="auto", residual_dtype="float32",
+        scan_layers=False, remat="none", attention="auto", residual_dtype="float32",  # see "Speed" above
     )
 
     config.train.update(
@@ -79,6 +76,7 @@ def get_config() -> ml_collections.ConfigDict:
         grad_clip=2.0, ema_decay=0.999, mask_rate=0.3, mask_rate_final=0.15, hybrid_causal_share=1 / 16,
         seq_len_curriculum=((0.0, 128), (0.7, 256), (0.9, 512)),
         grad_accum_steps=1, log_every_steps=50, eval_every_steps=500, eval_batches=20,
+        rng_impl="rbg", loss_logits_dtype="bfloat16",  # see "Speed" above
     )
     config.mesh.target = "cuda"  # train refuses a CPU backend unless --allow_cpu
     config.mesh.topology = "h100"  # the GPU `python -m babylm_jax.aot` compiles for

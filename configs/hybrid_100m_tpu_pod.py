@@ -45,5 +45,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.mesh.topology = "v5p:2x2x4"  # v5p-32: 16 chips (python -m babylm_jax.aot compiles for it)
     config.train.update(batch_size=1024, num_steps=2500, warmup_steps=40, grad_accum_steps=2,
                         log_every_steps=25, eval_every_steps=250)
+    # hybrid_100m.py's speed settings come from an H200's step anatomy; on TPU keep the compiled and
+    # sized layout above: scanned layers (one layer's program for XLA to partition) and remat
+    config.model.update(scan_layers=True, remat="dots_no_batch")
+    config.train.update(rng_impl="threefry2x32", loss_logits_dtype="float32")
     config.checkpoint.every_steps = 250
     return config

@@ -16,9 +16,9 @@ rows, so tokens per step stay 65,536); 17,000 steps ~ 10 epochs.
 What the CPU study carries over (learning rate, tokens over size, two seeds per
 comparison): configs/causal_14m.py.
 
-Throughput (an estimate; no GPU run yet): 81.4 MFLOP per token at length 128, 88.5 at 512
-(bidirectional attention, logits at every position); at an assumed ~10% MFU on an
-H100/H200, ~1.1-1.2M tokens/s, ~15 minutes in all. Target, attention (cuDNN, bidirectional)
+Throughput: 81.4 MFLOP per token at length 128, 88.5 at 512 (bidirectional attention, logits
+at the predicted positions); not measured on a GPU. It takes causal_14m.py's speed settings
+(unrolled layers, bf16 loss logits), which that recipe's step anatomy chose. Target, attention (cuDNN, bidirectional)
 and precision: configs/causal_14m.py. Memory (XLA's GPU compiler for an H100, on a CPU host:
 `python -m babylm_jax.aot --config configs/mlm_14m.py`, 2026-12-02): 0.15 GiB of state and
 7.3 GiB of temporaries at length 128, 7.4 GiB at 512, in one pass (peak 7.5 GiB of 74.5 GiB).

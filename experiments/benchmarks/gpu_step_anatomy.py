@@ -14,9 +14,11 @@ bytes / 4.8 TB/s and operations / 33.5 Tops/s (the H200's datasheet), divided by
 a 1 us launch; the step is their sum. The efficiency is the one constant fitted to the measurements:
 the value that makes hybrid_100m's and causal_14m's predicted over measured step times right on
 geometric average. The deterministic-ops slowdown is predicted out of sample (XLA compiled with
-`xla_gpu_deterministic_ops`). Levers are config overrides compiled the same way; each line gives the
-predicted step time, tokens/s, MFU (training/metrics/flops.py's model FLOPs over 989.4 TFLOP/s) and
-XLA's memory peak against the H200's 141 GB.
+`xla_gpu_deterministic_ops`). The calibration compiles the recipes with the settings they had when
+measured (AS_MEASURED); levers are config overrides on those, compiled the same way, and "recipe" is
+the recipe as configs/ has it now. Each lever line gives the predicted step time, its tokens/s over the
+measured settings', MFU (training/metrics/flops.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
+peak against the H200's 141 GB.
 
 Ends with, one line each:
     predicted_step_ms[hybrid_100m]: P (measured 350.0)
@@ -43,29 +45,41 @@ from babylm_jax.training.accelerators import aot_report, compiled, gpu_targets, 
 from babylm_jax.training.accelerators.hlo_program import parse_module  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# The H200's measured steps (../shared/measurements/h200_2026-12-04.md, part 2 and part 3), rows of 512.
+# The H200's measured steps (experiments/README.md, "The first H200 run"), rows of 512, and the settings
+# the recipes had then: the calibration compiles these, whatever the recipes say now.
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
+AS_MEASURED = {
+    "hybrid_100m": {"model.scan_layers": True, "model.remat": "dots_no_batch", "train.rng_impl": "threefry2x32",
+                    "train.loss_logits_dtype": "float32"},
+    "causal_14m": {"model.scan_layers": True, "model.remat": "none", "train.loss_logits_dtype": "float32"},
+}
 MEASURED_DETERMINISTIC_SLOWDOWN = 1.68 / 1.31  # causal_14m's training loop, median tokens/s without / with
 DETERMINISTIC = {"xla_gpu_deterministic_ops": True}
 
-# Levers: config overrides (and XLA options) a recipe may take, each compiled and predicted.
+# Levers: config overrides on the measured settings, each compiled and predicted; "recipe" is the
+# recipe as configs/ has it now.
 LEVERS = {
     "hybrid_100m": {
         "remat=dots": {"model.remat": "dots"},
         "remat=none": {"model.remat": "none"},
         "rng_impl=rbg": {"train.rng_impl": "rbg"},
         "loss_logits=bfloat16": {"train.loss_logits_dtype": "bfloat16"},
-        "remat=none, rng_impl=rbg, loss_logits=bfloat16": {
-            "model.remat": "none", "train.rng_impl": "rbg", "train.loss_logits_dtype": "bfloat16"},
+        "residual=bfloat16": {"model.residual_dtype": "bfloat16"},
+        "scan_layers=false": {"model.scan_layers": False},
+        "scan_layers=false, remat=none": {"model.scan_layers": False, "model.remat": "none"},
+        "recipe": None,
     },
     "causal_14m": {
         "loss_logits=bfloat16": {"train.loss_logits_dtype": "bfloat16"},
         "loss_chunk=8192": {"train.loss_chunk": 8192},
         "batch_size=256": {"train.batch_size": 256},
+        "scan_layers=false": {"model.scan_layers": False},
+        "recipe": None,
         "deterministic, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
+        "deterministic, recipe, embed_grad=one_hot": {"model.embedding_grad": "one_hot", "model.scan_layers": False,
+                                                      "train.loss_logits_dtype": "bfloat16"},
     },
 }
-DETERMINISTIC_LEVERS = {"deterministic, embed_grad=one_hot"}
 
 
 @dataclasses.dataclass
@@ -140,9 +154,10 @@ def main(argv: list[str]) -> None:
     gpu, hbm = step_anatomy.GPUS[args.gpu], gpu_targets.memory_bytes(args.gpu)
     os.makedirs(args.out, exist_ok=True)
 
-    programs = {name: compile_variant(name, recipe_config(name, {}), args.gpu) for name in MEASURED_STEP_MS}
-    deterministic = compile_variant("causal_14m deterministic", recipe_config("causal_14m", {}), args.gpu,
-                                    DETERMINISTIC)
+    programs = {name: compile_variant(name, recipe_config(name, AS_MEASURED[name]), args.gpu)
+                for name in MEASURED_STEP_MS}
+    deterministic = compile_variant("causal_14m deterministic", recipe_config("causal_14m", AS_MEASURED["causal_14m"]),
+                                    args.gpu, DETERMINISTIC)
     efficiency = step_anatomy.fitted_efficiency(
         [(programs[n].kernels, ms / 1e3) for n, ms in MEASURED_STEP_MS.items()], gpu)
     print(f"gpu {gpu.name}: {gpu.matmul_flops / 1e12:.1f} TFLOP/s bf16 dense, {gpu.bandwidth / 1e12:.2f} TB/s, "
@@ -155,10 +170,11 @@ def main(argv: list[str]) -> None:
     if args.levers == "true":
         for name, variants in LEVERS.items():
             for lever, overrides in variants.items():
-                options = DETERMINISTIC if lever in DETERMINISTIC_LEVERS else None
+                options = DETERMINISTIC if lever.startswith("deterministic") else None
                 base = deterministic if options else programs[name]
+                config = recipe_config(name, {} if overrides is None else {**AS_MEASURED[name], **overrides})
                 try:
-                    variant = compile_variant(lever, recipe_config(name, overrides), args.gpu, options)
+                    variant = compile_variant(lever, config, args.gpu, options)
                 except (KeyError, AttributeError, ValueError) as error:
                     print(f"lever {name} {lever}: not compiled ({type(error).__name__}: {error})")
                     continue

@@ -14,6 +14,9 @@ INSTALL = {"cuda": 'pip install -e ".[cuda12]"', "tpu": 'pip install -e ".[tpu]"
 # What determinism costs and what its absence allows on a GPU, as measured (README, "Exact where").
 DETERMINISTIC_COST = "measured -22% tokens/s for causal_14m on an H200"
 NONDETERMINISTIC_DRIFT = "two fresh runs of causal_14m on an H200 differed by up to 0.0127 in loss by step 100"
+# Under deterministic ops a scatter-add becomes a sort of every element (experiments/benchmarks/gpu_step_anatomy.py).
+ONE_HOT_HINT = ("model.embedding_grad=one_hot keeps the embedding gradient fast under them (predicted for causal_14m: "
+                "1.38x -> 1.12x the step time)")
 
 
 def describe_backend(config: RunConfig) -> str:
@@ -35,7 +38,8 @@ def describe_determinism(config: RunConfig) -> str:
     if backend not in ("gpu", "cuda", "rocm"):
         return f"bit-exactness on {backend} is not measured here (train.deterministic sets XLA's GPU flag only)"
     if config.train.deterministic:
-        return f"bit-exact: GPU with deterministic ops (train.deterministic; {DETERMINISTIC_COST})"
+        hint = f"; {ONE_HOT_HINT}" if config.model.embedding_grad == "scatter" else ""
+        return f"bit-exact: GPU with deterministic ops (train.deterministic; {DETERMINISTIC_COST}){hint}"
     return (f"not bit-exact: GPU without deterministic ops, so runs and resumes may differ slightly "
             f"({NONDETERMINISTIC_DRIFT}); --config.train.deterministic=true makes them bit-exact ({DETERMINISTIC_COST})")
 
