@@ -146,8 +146,8 @@ def _word_tokenizer_files(tokenizer: Any, family: str) -> tuple[dict[str, Any], 
         "tokenizer_class": word_export.BabyLMWordTokenizer.__name__,
         "auto_map": {"AutoTokenizer": [f"{word_export.__name__.rpartition('.')[2]}.BabyLMWordTokenizer", None]},
         "byte_fallback": bool(tokenizer.byte_fallback),
-        "opener_token": SPECIAL_PIECES[framing.opener_id],
-        "closer_token": SPECIAL_PIECES[framing.closer_id],
+        "frame_opener": SPECIAL_PIECES[framing.opener_id],
+        "frame_closer": SPECIAL_PIECES[framing.closer_id],
     }
     pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
     return config, {word_export.VOCAB_FILE: json.dumps(pieces, ensure_ascii=False),

@@ -48,8 +48,8 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
     vocab_files_names = {"vocab_file": VOCAB_FILE}
     model_input_names = ["input_ids", "attention_mask"]
 
-    def __init__(self, vocab_file: str, byte_fallback: bool = True, opener_token: str = "<s>",
-                 closer_token: str = "</s>", **kwargs):
+    def __init__(self, vocab_file: str, byte_fallback: bool = True, frame_opener: str = "<s>",
+                 frame_closer: str = "</s>", **kwargs):
         self._jieba = _import_jieba()
         with open(vocab_file, encoding="utf-8") as f:
             self._pieces = list(json.load(f))
@@ -58,8 +58,8 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
         first_piece = _NUM_SPECIAL + (_BYTE_PIECES if self.byte_fallback else 0)
         self._word_ids = {piece: i for i, piece in enumerate(self._pieces) if i >= first_piece}
         self._longest = max(map(len, self._word_ids), default=1)
-        self.opener_token, self.closer_token = opener_token, closer_token
-        super().__init__(byte_fallback=byte_fallback, opener_token=opener_token, closer_token=closer_token, **kwargs)
+        self.frame_opener, self.frame_closer = frame_opener, frame_closer
+        super().__init__(byte_fallback=byte_fallback, frame_opener=frame_opener, frame_closer=frame_closer, **kwargs)
 
     @property
     def vocab_size(self) -> int:
@@ -112,7 +112,7 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
         return "".join(out)
 
     def build_inputs_with_special_tokens(self, token_ids_0: list[int], token_ids_1: Optional[list[int]] = None) -> list[int]:
-        opener, closer = self._ids[self.opener_token], self._ids[self.closer_token]
+        opener, closer = self._ids[self.frame_opener], self._ids[self.frame_closer]
         ids = [opener, *token_ids_0, closer]
         return ids if token_ids_1 is None else ids + [*token_ids_1, closer]
 
