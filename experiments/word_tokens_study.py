@@ -170,12 +170,12 @@ def figure(summary: dict, path: pathlib.Path) -> None:
         for xi, arm in zip(x, arms):
             seeds = list(summary["arms"][arm][task]["seeds"].values())
             scores.plot([xi] * len(seeds), seeds, "k.", markersize=4)
-    scores.set(xticks=range(len(arms)), xticklabels=arms, ylabel="accuracy", ylim=(0.4, 1.0),
+    scores.set(xticks=range(len(arms)), xticklabels=arms, ylabel="accuracy", ylim=(0.0, 1.0),
                title="equal compute: scores by arm (dots: seeds)")
     scores.legend(fontsize=8)
     for arm in arms[1:]:
         diffs = summary["arms"][arm]["zhoblimp_per_uid_minus_reference"]
-        paradigms.plot(sorted(diffs.values()), label=arm)
+        paradigms.plot(sorted(diffs.values()), ".-", label=arm)
     paradigms.axhline(0, color="k", linewidth=0.5)
     paradigms.set(xlabel="ZhoBLiMP paradigms, sorted", ylabel=f"accuracy minus {summary['reference_arm']}",
                   title="per-paradigm differences")
