@@ -36,10 +36,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.word_budget = 102_000_000  # official limit, jieba 0.42.1 words
     config.data.allow_over_budget = False  # ablations only; the report marks the run
     config.data.tokenizer = ml_collections.ConfigDict()
-    config.data.tokenizer.kind = "char"  # "char", "bpe" or "unigram" (SentencePiece; unigram trains ~40x slower)
+    # "char", "bpe" or "unigram" (SentencePiece; unigram trains ~40x slower), or "words": jieba words, the frequent
+    # ones whole, the others as their longest known pieces down to characters (pieces never cross a word boundary)
+    config.data.tokenizer.kind = "char"
     config.data.tokenizer.byte_fallback = True
     config.data.tokenizer.character_coverage = 0.9995
-    config.data.tokenizer.min_char_count = 1  # "char" tokenizer: keep characters seen >= k times
+    config.data.tokenizer.min_char_count = 1  # "char" and "words": keep characters (and words) seen >= k times
     # Hanzi that always get an id of their own (char and SentencePiece; never UNK or bytes): "" none,
     # "corpus_cjk" every CJK Unified Ideograph in the corpus, "cjk_basic" those plus all of U+4E00-U+9FFF
     # (20,992; needs model.vocab_size above that), "corpus_cjk_parts" corpus_cjk plus the radical and parts

@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.tasks import leakage
@@ -55,18 +56,20 @@ def test_ngram_hashes_match_slow_reference(tmp_path):
         assert fast == slow
 
 
-def test_drop_option_removes_leaked_lines(tmp_path):
+@pytest.mark.parametrize("kind", ["char", "words"])
+def test_drop_option_removes_leaked_lines(tmp_path, kind):
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()
     docs = synthetic.documents(40) + [EVAL_GOOD]
     (corpus_dir / "a.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    config = synthetic.tiny_config(corpus_dir, txt_documents="line")
+    config = synthetic.tiny_config(corpus_dir, tokenizer=kind, txt_documents="line")
     config.data.leakage.data_dir = str(_eval_dir(tmp_path / "eval"))
     config.data.leakage.drop = True
     prepared = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
     assert prepared.budget_report["leakage_dropped_lines"] == 1
     assert EVAL_GOOD not in list(prepared.corpus.iter_texts())
     assert prepared.budget_report["documents"] == 40
+    assert prepared.tokenizer.kind == kind and prepared.tokens.num_documents == 40
 
 
 def test_membership_with_the_top_bits_filter_equals_the_binary_search():

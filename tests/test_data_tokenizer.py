@@ -1,4 +1,5 @@
 """Tokenizers: round trips, character offsets, byte fallback, save/load, fixed special ids."""
+import collections
 import json
 import pathlib
 
@@ -22,7 +23,8 @@ def _config(kind: str, byte_fallback: bool, **overrides) -> TokenizerConfig:
                               "required_characters": "", "training_sentences": 1000, **overrides})
 
 
-@pytest.fixture(scope="module", params=[("unigram", True), ("bpe", False), ("char", True), ("char", False)], ids=str)
+@pytest.fixture(scope="module", params=[("unigram", True), ("bpe", False), ("char", True), ("char", False),
+                                        ("words", True), ("words", False)], ids=str)
 def trained(request):
     kind, byte_fallback = request.param
     texts = synthetic.documents(300) + [TEXT]
@@ -180,4 +182,83 @@ def test_no_unk_on_hanzi_task_files():
     required = tok.required_characters("cjk_basic", counts)
     covered = tok.char_tokenizer_from_counts(counts, 30000, 1, False, required)
     report = unk_audit.unk_audit(covered, tasks)
+    assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())
+
+
+def _jieba_cut(text: str) -> list[str]:
+    import jieba
+
+    words.init_jieba()
+    return list(jieba.cut(text))
+
+
+def _reference_word_ids(tokenizer, text: str) -> list[int]:
+    """The obvious reading of the words kind: plain jieba.cut, then per word the longest vocabulary piece at
+    each position (any length), else the character's byte pieces or UNK."""
+    pieces = {tokenizer.id_to_piece(i): i for i in range(tok.reserved_ids(tokenizer.byte_fallback), tokenizer.vocab_size)}
+    ids = []
+    for word in _jieba_cut(text):
+        while word:
+            known = [p for p in pieces if word.startswith(p)]
+            if known:
+                piece = max(known, key=len)
+                ids.append(pieces[piece])
+                word = word[len(piece):]
+            else:
+                ids += ([len(tok.SPECIAL_PIECES) + b for b in word[0].encode("utf-8")] if tokenizer.byte_fallback
+                        else [tok.UNK_ID])
+                word = word[1:]
+    return ids
+
+
+@pytest.fixture(scope="module")
+def word_tokenizer():
+    return tok.train_tokenizer(synthetic.documents(300) + [TEXT], _config("words", True, min_char_count=2), 360)
+
+
+def test_words_equal_the_reference_on_plain_jieba_cut(word_tokenizer):
+    texts = _shard_texts() + ["图书馆里的学生们喜欢看书", "abc123 我们 2024年 ３点", "猫喜欢吃鱼吃鱼吃鱼", ""]
+    for text in texts:
+        assert word_tokenizer.encode(text) == _reference_word_ids(word_tokenizer, text), text
+    no_fallback = tok.train_tokenizer(synthetic.documents(300), _config("words", False, min_char_count=2), 100)
+    for text in texts:
+        assert no_fallback.encode(text) == _reference_word_ids(no_fallback, text), text
+
+
+def test_word_pieces_never_cross_a_word_boundary(word_tokenizer):
+    text = "".join(_shard_texts())
+    ends = set(np.cumsum([len(w) for w in _jieba_cut(text)]).tolist()) | {0}
+    ids, spans = word_tokenizer.encode_with_offsets(text)
+    assert any(word_tokenizer.id_to_piece(i).startswith("<0x") for i in ids)
+    starts = {start for start, _ in spans}
+    assert ends - {len(text)} <= starts  # every word begins a token
+    for start, end in spans:  # no token runs over a word's end
+        assert not any(start < e < end for e in ends)
+
+
+def test_frequent_words_are_whole_and_characters_come_first(word_tokenizer):
+    counts = collections.Counter(w for d in synthetic.documents(300) + [TEXT] for w in _jieba_cut(d) if len(w) > 1)
+    pieces = [word_tokenizer.id_to_piece(i) for i in range(tok.reserved_ids(True), word_tokenizer.vocab_size)]
+    multi = [p for p in pieces if len(p) > 1]
+    assert pieces[:len(pieces) - len(multi)] == [p for p in pieces if len(p) == 1]  # characters, then words
+    assert multi == sorted(multi, key=lambda w: (-counts[w], w)) and multi[0] == counts.most_common(1)[0][0]
+    assert len(multi) == 360 - tok.reserved_ids(True) - (len(pieces) - len(multi))  # words fill the vocabulary
+    rare = [w for w, n in counts.items() if n >= 2 and w not in multi]
+    assert rare and all(len(word_tokenizer.encode(w)) > 1 for w in rare)
+    alone = [w for w in multi if _jieba_cut(w) == [w]]  # jieba may cut a word of some context apart alone
+    assert len(alone) > len(multi) // 2
+    assert all(word_tokenizer.encode(w) == [tok.reserved_ids(True) + pieces.index(w)] for w in alone)
+
+
+def test_words_vocab_without_room_for_words_is_refused():
+    with pytest.raises(ValueError, match="model.vocab_size=300 leaves no id for a word"):
+        tok.train_tokenizer(synthetic.documents(300), _config("words", True), 300)
+
+
+def test_words_keep_every_required_character():
+    required = tok.required_characters("cjk_basic", {})
+    words_kind = tok.word_tokenizer_from_counts({"我": 5}, {"我们": 3}, 21_500, 1, False, required)
+    assert words_kind.encode("我们") == [words_kind.vocab_size - 1]
+    tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+    report = unk_audit.unk_audit(words_kind, tasks)
     assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())

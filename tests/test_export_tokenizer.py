@@ -1,5 +1,6 @@
 """The exported fast tokenizer reproduces our tokenizer's ids and offsets, and adds special tokens as our scoring does."""
 import itertools
+import pathlib
 import json
 
 import pytest
@@ -95,3 +96,87 @@ def test_transformers_tokenizer_templates(ours, tmp_path):
         assert "token_type_ids" not in batch
         config = json.loads((directory / "tokenizer_config.json").read_text())
         assert config["model_max_length"] == 64
+
+
+# The words kind: a slow transformers tokenizer shipped with the export (tokenization_babylm_words.py).
+
+PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["words-bf1", "words-bf0"])
+def words_kind(request, texts):
+    config = TokenizerConfig(kind="words", byte_fallback=request.param, character_coverage=1.0, min_char_count=2,
+                             required_characters="", training_sentences=1000)
+    return tokenizer_lib.train_tokenizer(texts[0], config, 3000 if request.param else 2800, REQUIRED)
+
+
+def _word_export(tokenizer, directory, family="causal"):
+    transformers = pytest.importorskip("transformers")
+    directory.mkdir()
+    for name, text in fast_tokenizer.tokenizer_texts(tokenizer, family, max_len=64).items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return transformers.AutoTokenizer.from_pretrained(directory, trust_remote_code=True)
+
+
+def _pair_sentences(files, every: int = 1) -> list[str]:
+    sentences = []
+    for path in files:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if line.strip() and n % every == 0:
+                row = json.loads(line)
+                sentences += [row[k] for k in ("sentence_good", "sentence_bad", "acceptable_sent", "unacceptable_sent")
+                              if k in row]
+    return sentences
+
+
+@pytest.mark.slow
+def test_word_export_gives_our_ids(words_kind, texts, tmp_path):
+    hf = _word_export(words_kind, tmp_path / "hf")
+    assert not hf.is_fast and type(hf).__name__ == "BabyLMWordTokenizer"
+    sentences = texts[1] + _pair_sentences(sorted(PAIRS.rglob("*.json*")))
+    assert len(sentences) >= 400
+    unknown = 0
+    for text in sentences:
+        ids = words_kind.encode(text)
+        assert hf(text, add_special_tokens=False)["input_ids"] == ids, text
+        unknown += any(i == 1 or words_kind.id_to_piece(i).startswith("<0x") for i in ids)
+    assert unknown >= 3  # the rare characters went through byte fallback / UNK on both sides
+    known = [t for t in texts[1][:20] if 1 not in words_kind.encode(t)]
+    assert [hf.decode(hf(t, add_special_tokens=False)["input_ids"]) for t in known] == known
+
+
+@pytest.mark.parametrize("family", ["causal", "mlm"])
+def test_word_export_frames_as_the_family_trains(words_kind, family, tmp_path):
+    hf = _word_export(words_kind, tmp_path / "hf", family)
+    assert (hf.pad_token_id, hf.bos_token_id, hf.eos_token_id, hf.mask_token_id, hf.cls_token_id,
+            hf.sep_token_id, hf.unk_token_id) == (0, 2, 3, 4, 5, 6, 1)
+    a, b = "今天天气很好。", "我们去公园吧"
+    ida, idb = words_kind.encode(a), words_kind.encode(b)
+    framing = family_spec(family).framing
+    assert hf(a)["input_ids"] == framing.frame(ida) and hf(a, b)["input_ids"] == framing.frame_segments([ida, idb])
+    words = ["我们", "图书馆", "龘"]  # the official fMRI feeds each word alone (is_split_into_words=True)
+    assert hf(words, is_split_into_words=True, add_special_tokens=False)["input_ids"] \
+        == [i for w in words for i in words_kind.encode(w)]
+    batch = hf([a, "好"], padding=True)
+    assert batch["input_ids"][1][-1] == 0 and batch["attention_mask"][1][-1] == 0 and "token_type_ids" not in batch
+    hf.save_pretrained(tmp_path / "again")
+    again = type(hf).from_pretrained(tmp_path / "again")
+    assert again(a + b)["input_ids"] == hf(a + b)["input_ids"]
+
+
+def test_word_export_without_jieba_says_how_to_get_it(words_kind, tmp_path, monkeypatch):
+    hf = _word_export(words_kind, tmp_path / "hf")
+    monkeypatch.setitem(__import__("sys").modules, "jieba", None)
+    with pytest.raises(ImportError, match=r"cuts text into words with jieba, which is not installed: pip install jieba==0\.42\.1"):
+        type(hf).from_pretrained(tmp_path / "hf")
+
+
+@pytest.mark.slow
+def test_word_export_gives_our_ids_on_real_zhoblimp(data_dir, words_kind, tmp_path):
+    from babylm_jax.tasks.registry import get_task
+
+    files = get_task("zhoblimp").find_files(data_dir)
+    sentences = _pair_sentences(files, every=10)
+    assert len(files) == 118 and len(sentences) >= 7000
+    hf = _word_export(words_kind, tmp_path / "hf")
+    assert [hf(t, add_special_tokens=False)["input_ids"] for t in sentences] == [words_kind.encode(t) for t in sentences]

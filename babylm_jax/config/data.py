@@ -14,7 +14,7 @@ from typing import Any
 from babylm_jax.config.typed import build
 from babylm_jax.core.reading.text import Normalizer
 
-TOKENIZER_KINDS = ("unigram", "bpe", "char")  # data.tokenizer.kind
+TOKENIZER_KINDS = ("unigram", "bpe", "char", "words")  # data.tokenizer.kind
 WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/counting/segmenter.py)
 REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
 PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)

@@ -14,6 +14,11 @@ a text as the family trains (`core.registries.families`): causal `<s> A </s>` (p
 `<s> A </s> B </s>`), mlm/hybrid `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
 character's span.
 
+The "words" kind cuts text with jieba, which `tokenizers` cannot: its export is the slow tokenizer
+class in tokenization_babylm_words.py, shipped beside the files and named by tokenizer_config.json's
+auto_map (`AutoTokenizer.from_pretrained(path, trust_remote_code=True)`), with every piece in id order
+in vocab.json.
+
 Needs the `tokenizers` package (the "export" extra).
 """
 from __future__ import annotations
@@ -97,13 +102,18 @@ def _char_model(tokenizers: Any, tokenizer: Any) -> Any:
     )
 
 
+def _check_special_pieces(tokenizer: Any) -> None:
+    """Refuses a tokenizer whose special ids are not the fixed pieces the exported files name."""
+    for attribute, (piece, i) in SPECIAL_TOKENS.items():
+        if tokenizer.id_to_piece(i) != piece:
+            raise ValueError(f"tokenizer id {i} is {tokenizer.id_to_piece(i)!r}, expected {piece!r} ({attribute})")
+
+
 def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     """A `tokenizers.Tokenizer` giving the same ids (and character offsets) as `tokenizer`."""
     tokenizers = _import_tokenizers()
     meta, model_file = _saved_model(tokenizer)
-    for attribute, (piece, i) in SPECIAL_TOKENS.items():
-        if tokenizer.id_to_piece(i) != piece:
-            raise ValueError(f"tokenizer id {i} is {tokenizer.id_to_piece(i)!r}, expected {piece!r} ({attribute})")
+    _check_special_pieces(tokenizer)
     if meta["kind"] == "char":
         fast = tokenizers.Tokenizer(_char_model(tokenizers, tokenizer))
     elif meta["kind"] in ("unigram", "bpe"):
@@ -112,7 +122,8 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
         if meta["kind"] == "unigram" and meta["byte_fallback"]:
             fast.pre_tokenizer = _isolate_unknown_characters(tokenizers, model_file)
     else:
-        raise ValueError(f"tokenizer kind {meta['kind']!r} cannot be exported (known: unigram, bpe, char)")
+        raise ValueError(f"tokenizer kind {meta['kind']!r} has no fast tokenizer (known: unigram, bpe, char; "
+                         "the words kind exports the slow tokenizer of tokenizer_texts)")
     decoders = tokenizers.decoders
     steps = [decoders.ByteFallback(), decoders.Fuse()]
     fast.decoder = decoders.Sequence(([decoders.Replace(SPACE, " ")] if meta["kind"] != "char" else []) + steps)
@@ -126,12 +137,35 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     return fast
 
 
+def _word_tokenizer_files(tokenizer: Any, family: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The "words" kind: tokenizer_config.json's own keys and the files beside it (vocabulary and class)."""
+    from babylm_jax.hf import tokenization_babylm_words as word_export  # transformers only for this kind
+
+    framing = family_spec(family).framing
+    config = {
+        "tokenizer_class": word_export.BabyLMWordTokenizer.__name__,
+        "auto_map": {"AutoTokenizer": [f"{word_export.__name__.rpartition('.')[2]}.BabyLMWordTokenizer", None]},
+        "byte_fallback": bool(tokenizer.byte_fallback),
+        "frame_opener": SPECIAL_PIECES[framing.opener_id],
+        "frame_closer": SPECIAL_PIECES[framing.closer_id],
+    }
+    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    return config, {word_export.VOCAB_FILE: json.dumps(pieces, ensure_ascii=False),
+                    pathlib.Path(word_export.__file__).name: pathlib.Path(word_export.__file__).read_text(encoding="utf-8")}
+
+
 def tokenizer_texts(tokenizer: Any, family: str, max_len: int) -> dict[str, str]:
-    """File name -> text of tokenizer.json, tokenizer_config.json and special_tokens_map.json."""
-    fast = build_fast_tokenizer(tokenizer, family)
+    """File name -> text of the tokenizer's files: tokenizer.json (the "words" kind: vocab.json and its class's
+    code), tokenizer_config.json and special_tokens_map.json."""
+    _check_special_pieces(tokenizer)
+    if tokenizer.kind == "words":
+        own, files = _word_tokenizer_files(tokenizer, family)
+    else:
+        own = {"tokenizer_class": "PreTrainedTokenizerFast"}
+        files = {"tokenizer.json": build_fast_tokenizer(tokenizer, family).to_str(pretty=True)}
     special = {attribute: piece for attribute, (piece, _) in SPECIAL_TOKENS.items()}
     config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
+        **own,
         **special,
         "model_max_length": max_len,
         "padding_side": "right",
@@ -145,7 +179,7 @@ def tokenizer_texts(tokenizer: Any, family: str, max_len: int) -> dict[str, str]
         },
     }
     return {
-        "tokenizer.json": fast.to_str(pretty=True),
+        **files,
         "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
         "special_tokens_map.json": json.dumps(special, ensure_ascii=False, indent=2),
     }

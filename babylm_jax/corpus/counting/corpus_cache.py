@@ -148,6 +148,17 @@ class CorpusCache:
             total.update(json.loads((d / "char_counts.json").read_text()))
         return total
 
+    def word_counts(self, min_chars: int = 2) -> collections.Counter:
+        """How often each jieba word of at least `min_chars` characters occurs in the kept documents (the
+        words the count recorded: each shard's word starts over its texts)."""
+        total: collections.Counter = collections.Counter()
+        for d in self.shard_dirs:
+            text = "".join(json.loads((d / "texts.json").read_text()))
+            starts = np.flatnonzero(np.unpackbits(np.load(d / "word_bits.npy"), count=len(text))).tolist()
+            total.update(w for w in map(text.__getitem__, map(slice, starts, starts[1:] + [len(text)]))
+                         if len(w) >= min_chars)
+        return total
+
     def raw_words(self) -> dict[int, int]:
         """Source index -> `len(list(jieba.cut(text)))` summed over its documents as read (before normalisation)."""
         total: collections.Counter = collections.Counter()

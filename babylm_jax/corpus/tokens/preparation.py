@@ -32,7 +32,7 @@ from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
 from babylm_jax.corpus.tokens.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_vocab_room, load_tokenizer,
-                                       required_characters, reserved_ids, train_tokenizer)
+                                       required_characters, reserved_ids, train_tokenizer, word_tokenizer_from_counts)
 
 
 @dataclasses.dataclass
@@ -76,6 +76,9 @@ def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: Tokenize
     required = required_characters(tok_config.required_characters, counts)
     if tok_config.kind == "char":
         tokenizer = char_tokenizer_from_counts(counts, vocab_size, tok_config.min_char_count,
+                                               tok_config.byte_fallback, required)
+    elif tok_config.kind == "words":
+        tokenizer = word_tokenizer_from_counts(counts, corpus.word_counts(), vocab_size, tok_config.min_char_count,
                                                tok_config.byte_fallback, required)
     else:
         tokenizer = train_tokenizer(tokenizer_training_texts(corpus, tok_config.training_sentences), tok_config,

@@ -1,4 +1,4 @@
-"""Tokenizers behind one interface: SentencePiece (unigram/BPE) and character-level.
+"""Tokenizers behind one interface: SentencePiece (unigram/BPE), character-level, and jieba words.
 
 Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
 `unk_id` is None when the tokenizer can never emit UNK (byte fallback on); id 1 stays
@@ -251,6 +251,67 @@ class CharTokenizer(Tokenizer):
         return {"model_file": "chars.json"}
 
 
+class WordTokenizer(CharTokenizer):
+    """Pieces that never cross a jieba word boundary.
+
+    Text is cut as jieba 0.42.1's default mode cuts it (the words the budget counts; the faster exact
+    segmenter where rjieba is installed, `corpus/counting/segmenter.py`). A word with an id of its own is
+    one token; any other word is cut from the left into the longest pieces the vocabulary holds, down
+    to single characters, and a character without an id becomes UTF-8 byte pieces (byte fallback) or
+    UNK. The vocabulary is characters and words alike (`pieces`), looked up whole.
+    """
+
+    kind = "words"
+    _MEMO_ENTRIES = 1 << 20  # words remembered with their ids (a full table is emptied: ids never change)
+
+    def __init__(self, pieces: Sequence[str], byte_fallback: bool):
+        super().__init__(pieces, byte_fallback)
+        self._longest = max(map(len, self.characters), default=1)
+        self._word_lengths = None
+        self._memo: dict[str, tuple[int, ...]] = {}
+
+    def word_lengths(self, text: str) -> list[int]:
+        """The length of each word of `jieba.cut(text)`, in order."""
+        if self._word_lengths is None:
+            from babylm_jax.corpus.counting.segmenter import make_word_lengths
+
+            self._word_lengths = make_word_lengths(True)[0]
+        return self._word_lengths(text)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        start, memo = 0, self._memo
+        for length in self.word_lengths(text):
+            word = text[start:start + length]
+            start += length
+            word_ids = memo.get(word)
+            if word_ids is None:
+                if len(memo) >= self._MEMO_ENTRIES:
+                    memo.clear()
+                word_ids = memo[word] = tuple(self.encode_word(word))
+            ids += word_ids
+        return ids
+
+    def encode_word(self, word: str) -> list[int]:
+        """One word's ids: itself, else its longest known pieces from the left, down to characters."""
+        lookup, ids, i = self._char_to_id, [], 0
+        while i < len(word):
+            for j in range(min(len(word), i + self._longest), i, -1):
+                piece_id = lookup.get(word[i:j])
+                if piece_id is not None:
+                    ids.append(piece_id)
+                    i = j
+                    break
+            else:
+                ids += super().encode(word[i])  # a character without an id: byte pieces or UNK
+                i += 1
+        return ids
+
+    def _save_model(self, directory: pathlib.Path) -> dict:
+        atomic_write_bytes(directory / "pieces.json", json.dumps(self.characters, ensure_ascii=False).encode())
+        return {"model_file": "pieces.json", "segmentation": "jieba 0.42.1, default mode (jieba.cut)"}
+
+
 def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     """Reads what `Tokenizer.save` wrote."""
     directory = pathlib.Path(directory)
@@ -263,6 +324,8 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     model_path = directory / meta["model_file"]
     if meta["kind"] == "char":
         return CharTokenizer(read_json(model_path, fix), meta["byte_fallback"])
+    if meta["kind"] == "words":
+        return WordTokenizer(read_json(model_path, fix), meta["byte_fallback"])
     if meta["kind"] in ("unigram", "bpe"):
         if not model_path.is_file():
             raise FileNotFoundError(f"{model_path}: file not found; {fix}")
@@ -316,10 +379,13 @@ def check_vocab_room(required: Sequence[str], vocab_size: int, reserved: int) ->
 
 
 def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
-    """Trains `config.kind` ("unigram", "bpe", "char"; checked by `config.data`) on `texts`; every
-    `required` character gets its own id."""
+    """Trains `config.kind` ("unigram", "bpe", "char", "words"; checked by `config.data`) on `texts`; every
+    `required` character gets its own id. "words" counts the texts' jieba words here (prepare reads the
+    counts the corpus cache recorded instead)."""
     if config.kind == "char":
         return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
+    if config.kind == "words":
+        return _train_words(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
     return _train_sentencepiece(texts, config, vocab_size, required)
 
 
@@ -329,6 +395,23 @@ def _train_char(texts: Iterable[str], vocab_size: int, min_count: int, byte_fall
     for text in texts:
         counts.update(text)
     return char_tokenizer_from_counts(counts, vocab_size, min_count, byte_fallback, required)
+
+
+def _train_words(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool,
+                 required: Sequence[str]) -> WordTokenizer:
+    from babylm_jax.corpus.counting.segmenter import make_word_lengths
+
+    word_lengths = make_word_lengths(True)[0]
+    char_counts: collections.Counter = collections.Counter()
+    word_counts: collections.Counter = collections.Counter()
+    for text in texts:
+        char_counts.update(text)
+        start = 0
+        for length in word_lengths(text):
+            if length > 1:
+                word_counts[text[start:start + length]] += 1
+            start += length
+    return word_tokenizer_from_counts(char_counts, word_counts, vocab_size, min_count, byte_fallback, required)
 
 
 def char_tokenizer_from_counts(
@@ -345,6 +428,29 @@ def char_tokenizer_from_counts(
     if not kept:
         raise ValueError("Character tokenizer: no character occurs data.tokenizer.min_char_count times")
     return CharTokenizer(kept[: vocab_size - reserved], byte_fallback)
+
+
+def word_tokenizer_from_counts(
+    char_counts: dict[str, int], word_counts: dict[str, int], vocab_size: int, min_count: int, byte_fallback: bool,
+    required: Sequence[str] = (),
+) -> WordTokenizer:
+    """The `required` characters, then every character seen >= `min_count` times (most frequent first), then
+    the most frequent words of two or more characters seen >= `min_count` times, as many as `vocab_size` allows.
+
+    Characters come first so that every character of the corpus keeps an id of its own (the hanzi tasks quote
+    single characters); `min_count` above 1 leaves rare characters to byte pieces and their ids to words.
+    """
+    characters = char_tokenizer_from_counts(char_counts, vocab_size, min_count, byte_fallback, required).characters
+    room = vocab_size - reserved_ids(byte_fallback) - len(characters)
+    if room <= 0:
+        raise ValueError(
+            f"data.tokenizer.kind='words': model.vocab_size={vocab_size:,} leaves no id for a word after "
+            f"{len(characters):,} characters and {reserved_ids(byte_fallback)} reserved ids; raise model.vocab_size "
+            "or data.tokenizer.min_char_count")
+    taken = set(characters)
+    words = sorted((w for w, n in word_counts.items() if n >= min_count and len(w) > 1 and w not in taken),
+                   key=lambda w: (-word_counts[w], w))
+    return WordTokenizer(characters + words[:room], byte_fallback)
 
 
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:

@@ -1,0 +1,116 @@
+"""The words tokenizer kind (`data.tokenizer.kind="words"`) wherever a tokenizer is used: prepare and the
+token cache with whole-word starts, training of every family, minimal pairs, fine-tuning, fMRI features and
+the Hugging Face export read back by transformers."""
+import dataclasses
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+from conftest import tiny_config
+
+from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings, ScoringSettings, default_settings
+from babylm_jax.config.files import load_config_file
+from babylm_jax.config.schema import RunConfig
+from babylm_jax.core.registries.families import family_spec
+from babylm_jax.corpus.counting import words
+from babylm_jax.corpus.tokens import preparation
+from babylm_jax.eval import runner
+from babylm_jax.eval.fmri import features
+from babylm_jax.tasks import registry as tasks
+from babylm_jax.training.checkpoints import loading
+from babylm_jax.training.loop import trainer
+
+TESTS = pathlib.Path(__file__).parent
+PAIRS = TESTS / "fixtures" / "minimal_pairs"
+CLUE = TESTS / "fixtures" / "clue"
+
+
+def _words_config(corpus_dir, family="causal"):
+    config = tiny_config(corpus_dir, family=family, tokenizer="words", whole_word_masking=True)
+    config.train.update(num_steps=4, eval_every_steps=4)
+    config.checkpoint.every_steps = 4
+    return config
+
+
+def test_prepare_caches_word_pieces_with_jieba_word_starts(tiny_corpus_dir, tmp_path):
+    run = RunConfig.from_config(_words_config(tiny_corpus_dir))
+    prepared = preparation.prepare_corpus(run, tmp_path)
+    tokenizer, cache = prepared.tokenizer, prepared.tokens
+    assert tokenizer.kind == "words" and any(len(tokenizer.id_to_piece(i)) > 1 for i in tokenizer.encode("我们喜欢"))
+    framing = family_spec("causal").framing
+    texts = list(prepared.corpus.iter_texts())
+    assert len(texts) == cache.num_documents
+    for d, text in enumerate(texts[:50]):
+        row = slice(cache.doc_offsets[d], cache.doc_offsets[d + 1])
+        assert cache.tokens[row].tolist() == framing.frame(tokenizer.encode(text))
+        # whole-word masking draws at word starts: here each jieba word begins exactly one token
+        assert int(cache.word_starts[row].sum()) - 2 == len(words.jieba_words(text)) == cache.doc_words[d]
+    assert (tmp_path / "tokenizer" / "pieces.json").is_file()
+
+
+@pytest.fixture(scope="module", params=["causal", "mlm", "hybrid"])
+def trained(request, tiny_corpus_dir, tmp_path_factory):
+    """A 4-step run of each family on the words kind, with whole-word masking."""
+    workdir = tmp_path_factory.mktemp(request.param) / "run"
+    summary = trainer.train_and_evaluate(RunConfig.from_config(_words_config(tiny_corpus_dir, request.param)),
+                                         str(workdir))
+    return request.param, workdir, summary
+
+
+def _scoring_settings() -> EvalSettings:
+    return dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
+                                                                           within_word_l2r=False))
+
+
+@pytest.mark.slow
+def test_each_family_trains_and_scores_minimal_pairs(trained):
+    family, workdir, _ = trained
+    logged = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in logged if "loss" in r]
+    assert len(losses) == 4 and all(math.isfinite(loss) and loss > 0 for loss in losses)
+    loaded = loading.load_for_eval(str(workdir))
+    assert loaded.tokenizer.kind == "words" and loaded.step == 4
+    result = runner.run_registry_task(tasks.get_task("zhoblimp"), loaded, PAIRS, _scoring_settings())
+    assert 0 <= result.values["accuracy"] <= 1 and result.details["num_uids"] > 0
+    if family != "causal":  # PLL masking later pieces of the same jieba word
+        within = dataclasses.replace(_scoring_settings(), scoring=ScoringSettings(8, 32, within_word_l2r=True))
+        assert runner.run_registry_task(tasks.get_task("zhoblimp"), loaded, PAIRS, within).values["accuracy"] >= 0
+
+
+@pytest.mark.slow
+def test_fine_tuning_and_fmri_features_on_words(trained):
+    family, workdir, _ = trained
+    if family != "causal":
+        pytest.skip("one family is enough: the paths read the tokenizer alone")
+    loaded = loading.load_for_eval(str(workdir))
+    config = load_config_file(DEFAULT_CONFIG)
+    config.finetune.update(progress=False, max_len=24, batch_size=16, epochs=1)
+    result = runner.run_registry_task(tasks.get_task("diagnostic_nli"), loaded, CLUE, EvalSettings.from_config(config))
+    assert 0 <= result.values["accuracy"] <= 1
+    tokenizer, story = loaded.tokenizer, ["我们", "喜欢", "看书", "龘"]  # each word tokenized on its own
+    (ids, members), = features.context_rows(tokenizer, story, room=30)
+    assert ids == [i for w in story for i in tokenizer.encode(w)] and len(members) == len(story)
+    per_word = features.word_features(loaded.model, loaded.params, tokenizer, family, story)
+    in_story = features.story_word_features(loaded.model, loaded.params, tokenizer, family, [story])
+    assert per_word.shape == in_story.shape == (loaded.model.config.num_layers + 1, len(story), loaded.model.config.d_model)
+    assert np.isfinite(per_word).all() and np.isfinite(in_story).all()
+
+
+@pytest.mark.slow
+def test_the_export_reloads_in_transformers_with_our_ids(trained, tmp_path):
+    pytest.importorskip("safetensors", reason='writing an export needs the export extra (README "Export")')
+    transformers = pytest.importorskip("transformers")
+    from babylm_jax import export
+
+    family, workdir, _ = trained
+    out = export.export(workdir, tmp_path / "hf")
+    assert (out / "tokenization_babylm_words.py").is_file() and (out / "vocab.json").is_file()
+    hf = transformers.AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    ours = loading.load_for_eval(str(workdir)).tokenizer
+    framing = family_spec(family).framing
+    sentences = [json.loads(line)[k] for path in sorted(PAIRS.rglob("*.jsonl"))
+                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+                 for k in ("sentence_good", "sentence_bad") if k in json.loads(line)]
+    assert sentences and all(hf(s)["input_ids"] == framing.frame(ours.encode(s)) for s in sentences)
