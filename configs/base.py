@@ -103,10 +103,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.ema_decay = 0.0  # > 0 keeps EMA params, used for eval and export
     config.train.z_loss = 0.0
     config.train.loss_chunk = 0  # rows per chunk of the loss; 0 = per backend (CPU 256; GPU/TPU ~256 MB of f32 logits)
-    config.train.loss_logits_dtype = "float32"  # "bfloat16": half the HBM passes over a GPU chunk's logits
-    # The step's random bits (dropout, masking): "threefry2x32" (the same bits on every backend) or
-    # XLA's RngBitGenerator, "rbg" / "unsafe_rbg" (cheaper on GPUs and TPUs; bits differ by backend)
-    config.train.rng_impl = "threefry2x32"
+    config.train.loss_logits_dtype = TrainConfig.loss_logits_dtype  # float32 (the field says when bf16 pays)
+    config.train.rng_impl = TrainConfig.rng_impl  # threefry2x32: the same bits on every backend (see the field)
     config.train.mask_rate = 0.15  # mlm/hybrid: masking rate at the start ...
     config.train.mask_rate_final = 0.15  # ... and at the end (linear curriculum)
     config.train.hybrid_causal_share = 0.0625  # hybrid: share of rows trained causally (1:15)

@@ -99,8 +99,6 @@ class TrainConfig:
     seq_len_curriculum: tuple[tuple[float, int], ...]
     allow_schedule_change: bool
     loss_chunk: int  # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk)
-    loss_logits_dtype: str  # a loss chunk's stored logits (accumulated and reduced in float32 either way)
-    rng_impl: str  # the train step's random bits (dropout, masking): a jax.random implementation
     aux_heads: AuxHeadsSettings
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
@@ -108,6 +106,12 @@ class TrainConfig:
     # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.host.platforms), at a cost in
     # speed; CPU runs are bit-exact without it (a no-op there).
     deterministic: bool = False
+    # a loss chunk's stored logits, accumulated and reduced in float32 either way; "bfloat16" halves the
+    # HBM passes over a GPU chunk's logits, which do not stay in its cache
+    loss_logits_dtype: str = "float32"
+    # the train step's random bits (dropout, masking): "threefry2x32" (the same bits on every backend) or
+    # XLA's RngBitGenerator, "rbg" / "unsafe_rbg" (cheaper on GPUs and TPUs; the bits differ by backend and sharding)
+    rng_impl: str = "threefry2x32"
 
     def rules(self) -> list[Rule]:
         shares = ("decay_share", "hybrid_causal_share")
