@@ -81,9 +81,9 @@ def test_run_config_is_built_by_the_commands_and_where_a_saved_config_is_read():
     (train, "--config.train.schedule=linear", "config key train.schedule='linear': must be one of ('cosine', 'wsd')"),
     (train, "--config.train.optimizer=sgd", "config key train.optimizer='sgd': must be one of ('adamw', 'lamb')"),
     (train, "--config.data.tokenizer.kind=wordpiece",
-     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char')"),
+     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char', 'words')"),
     (prepare, "--config.data.tokenizer.kind=wordpiece",
-     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char')"),
+     "config key data.tokenizer.kind: 'wordpiece' is not one of ('unigram', 'bpe', 'char', 'words')"),
 ])
 def test_a_bad_schedule_optimizer_or_tokenizer_is_one_line_naming_the_key(capsys, tmp_path, command, override,
                                                                          message):
