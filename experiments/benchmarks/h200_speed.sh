@@ -31,7 +31,8 @@
 #     examples/s) beside `python -m babylm_jax.evaluate --tasks zhoblimp,afqmc`; each side's time for
 #     the official protocol's four fine-tuning tasks estimated from its afqmc rates.
 #   b deterministic: causal_14m with XLA_FLAGS=--xla_gpu_deterministic_ops=true beside without, each
-#     with model.embedding_grad=scatter and one_hot (lever_sweep.py, tag "deterministic"); then
+#     with model.embedding_grad=scatter and one_hot (lever_sweep.py, tags ops_default and
+#     ops_deterministic: measured side by side, apart from part a's rows); then
 #     scatter_check.py (jax#27796: .at[].set/.add and one_hot_scatter_add against numpy, with and
 #     without the flag).
 #   e torch: torch_reference_throughput.py, the PyTorch model of causal_14m's shape (GPT-2 classes) at
@@ -40,6 +41,7 @@
 # Rerun some parts (0, the install, is needed by all; c needs d's run in /tmp, so d with it on a fresh
 # machine):
 #   run(command="H200_SPEED_PARTS='0 b e' bash experiments/benchmarks/h200_speed.sh", carry=[".h200"], timeout_s=400)
+# ($OUT starts empty on the device: a rerun's files hold its own parts' figures only.)
 # Files back (7): log.txt, summary.json (every headline figure, each part's status and seconds),
 # table.md (the tables), levers.json (parts a and b, one row per config x lever x tag),
 # scatter_check.json, pipelines.json (part c: both sides' raw figures), torch_reference.json.
@@ -139,9 +141,9 @@ fi
 LEVERS=$OUT/levers.json
 
 # ---- a: levers ---------------------------------------------------------------------------------
-step a_levers 210 "${PY[@]}" experiments/benchmarks/lever_sweep.py --configs configs/hybrid_100m.py configs/causal_14m.py \
+step a_levers 190 "${PY[@]}" experiments/benchmarks/lever_sweep.py --configs configs/hybrid_100m.py configs/causal_14m.py \
   --levers baseline rng_rbg logits_bf16 remat_dots residual_bf16 rbg_logits_bf16 remat_none no_dropout \
-  --budget_s 170 --out "$LEVERS" --tag default "${SWEEP[@]}"
+  --budget_s 150 --out "$LEVERS" --tag default "${SWEEP[@]}"
 
 # ---- d: a prepared workdir and its corpus moved ------------------------------------------------
 MOVED=/tmp/moved_workdir_$$; MOVED_CORPUS=/tmp/moved_corpus_$$
@@ -177,8 +179,20 @@ finetune_hparams: {lr: 3.0e-5, batch_size: 32, max_epochs: 2, wsc_epochs: 6, seq
 EOF
 part_c() {
   set -e
-  ls "$MOVED/checkpoints" | grep -qE '^[0-9]+$' || { echo "part d left no checkpoint in $MOVED: nothing to export"; exit 3; }
-  "${PY[@]}" -m babylm_jax.export --workdir "$MOVED" --output "$EXPORT"
+  local run=$MOVED
+  if ! ls "$MOVED/checkpoints" 2>/dev/null | grep -qE '^[0-9]+$'; then
+    # part d left no checkpoint (it recounted, say): a short run of the carried workdir with the corpus
+    # where it was prepared, as h200_check.sh trains (it too recounts where the corpus's key holds
+    # its absolute path and that differs from the preparing machine's)
+    run=$WORK/fallback_run
+    echo "part d left no checkpoint in $MOVED: part c exports a 20-step run in $run instead"
+    rm -rf "$run" && cp -r "$CARRY/workdir" "$run"
+    timeout 60 "${PY[@]}" -m babylm_jax.train --config configs/causal_14m.py --workdir "$run" "${TRAIN_SET[@]}" \
+      --config.data.corpus=.h200/corpus --config.train.num_steps=20 --config.checkpoint.every_steps=20 \
+      --config.train.eval_every_steps=20 > "$WORK/fallback_train.log" 2>&1 \
+      || { echo "the fallback run failed too (its log: $(grep -c 'count words' "$WORK/fallback_train.log") counting lines)"; exit 3; }
+  fi
+  "${PY[@]}" -m babylm_jax.export --workdir "$run" --output "$EXPORT"
   local official=(--official "$CARRY/official" --model "$EXPORT" --output_dir "$WORK/official_out")
   if [ ${#TORCH[@]} -gt 0 ]; then
     PYTHONPATH=$CARRY/official_stubs "${TORCH[@]}" experiments/benchmarks/official_pipeline_timing.py zero_shot "${official[@]}" \
@@ -189,12 +203,12 @@ part_c() {
   else
     echo "official pipeline: skipped: no torch"
   fi
-  "${PY[@]}" -m babylm_jax.evaluate --workdir "$MOVED" --data_dir "$DATA" --tasks zhoblimp,afqmc \
+  "${PY[@]}" -m babylm_jax.evaluate --workdir "$run" --data_dir "$DATA" --tasks zhoblimp,afqmc \
     --output "$WORK/ours_eval/results.json" --config.finetune.protocol="$WORK/protocol.yaml"
 }
 FROM=$(($(wc -l < "$LOG") + 1))
 step c_pipelines 150 bash -c "$(declare -f part_c); set -e; MOVED=$MOVED EXPORT=$EXPORT WORK=$WORK DATA=$DATA CARRY=$CARRY
-  PY=(${PY[*]}); TORCH=(${TORCH[*]}); part_c"
+  PY=(${PY[*]}); TORCH=(${TORCH[*]}); TRAIN_SET=($(printf '%q ' "${TRAIN_SET[@]}")); part_c"
 tail -n +"$FROM" "$LOG" > "$WORK/pipelines.log"
 python3 experiments/benchmarks/h200_speed_report.py pipelines "$SUMMARY" "$OUT/pipelines.json" "$WORK" "$WORK/pipelines.log" \
   "${TORCH[*]:-}"
@@ -203,12 +217,12 @@ python3 experiments/benchmarks/h200_speed_report.py pipelines "$SUMMARY" "$OUT/p
 part_b() {
   local sweep=(experiments/benchmarks/lever_sweep.py --configs configs/causal_14m.py --levers baseline one_hot_embedding_grad
                --out "$LEVERS" "${SWEEP[@]}")
-  XLA_FLAGS="${XLA_FLAGS:-}" "${PY[@]}" "${sweep[@]}" --tag default
-  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_deterministic_ops=true" "${PY[@]}" "${sweep[@]}" --tag deterministic
+  XLA_FLAGS="${XLA_FLAGS:-}" "${PY[@]}" "${sweep[@]}" --tag ops_default
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_deterministic_ops=true" "${PY[@]}" "${sweep[@]}" --tag ops_deterministic
   local sizes=(4 4096 262144); [ "$DRY" = 1 ] && sizes=(4 512)
   "${PY[@]}" experiments/benchmarks/scatter_check.py --out "$OUT/scatter_check.json" --sizes "${sizes[@]}"
 }
-step b_deterministic 100 bash -c "$(declare -f part_b); LEVERS=$LEVERS OUT=$OUT DRY=$DRY; PY=(${PY[*]}); SWEEP=(${SWEEP[*]}); part_b"
+step b_deterministic 120 bash -c "$(declare -f part_b); LEVERS=$LEVERS OUT=$OUT DRY=$DRY; PY=(${PY[*]}); SWEEP=(${SWEEP[*]}); part_b"
 
 # ---- e: the PyTorch model of the same shape ----------------------------------------------------
 part_e() {

@@ -139,9 +139,10 @@ def lever_table(rows: list[dict[str, Any]], tag: str = "default") -> list[str]:
     lines = ["| config | lever | keys | tokens/s | step ms | MFU | x baseline | XLA peak GiB | compile s |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     base = {r["config"]: r for r in rows if r["tag"] == tag and r["lever"] == "baseline" and r.get("status") == "ran"}
-    for r in rows:
-        if r["tag"] != tag:
-            continue
+    mine = [r for r in rows if r["tag"] == tag]
+    configs = list(dict.fromkeys(r["config"] for r in mine if r["lever"] == "baseline")) + [r["config"] for r in mine]
+    order = {config: i for i, config in reversed(list(enumerate(configs)))}
+    for r in sorted(mine, key=lambda r: (order[r["config"]], r["lever"] != "baseline", r.get("status") != "ran")):
         keys = ", ".join(f"{k}={v}" for k, v in r.get("keys", {}).items()) or "-"
         name = pathlib.Path(r["config"]).stem
         if r.get("status") != "ran":
@@ -155,11 +156,12 @@ def lever_table(rows: list[dict[str, Any]], tag: str = "default") -> list[str]:
     return lines
 
 
-def deterministic_table(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
-    """causal_14m's tokens/s with and without deterministic ops per embedding gradient; slowdowns
-    against the default mode's scatter (the recipe as it is)."""
-    pick = {(r["tag"], r["lever"]): r for r in rows
-            if r["config"].endswith("causal_14m.py") and r.get("status") == "ran"
+def deterministic_table(rows: list[dict[str, Any]], prefix: str = "ops_") -> tuple[list[str], dict[str, Any]]:
+    """causal_14m's tokens/s with and without deterministic ops (tags `prefix`default and
+    `prefix`deterministic) per embedding gradient; slowdowns against the default mode's scatter (the
+    recipe as it is)."""
+    pick = {(r["tag"][len(prefix):], r["lever"]): r for r in rows
+            if r["tag"].startswith(prefix) and r["config"].endswith("causal_14m.py") and r.get("status") == "ran"
             and r["lever"] in ("baseline", "one_hot_embedding_grad")}
     reference = pick.get(("default", "baseline"))
     lines = ["| XLA deterministic ops | model.embedding_grad | tokens/s | step ms | slowdown vs default scatter |",
