@@ -8,7 +8,7 @@
 #                            ~60 KB; nothing of theirs enters the repository)
 #   .h200/official_stubs/    wandb.py and datasets.py: two modules that code imports at its top but
 #                            never calls on these paths (W&B logging is off; ZhoBLiMP has no images),
-#                            and that the device image lacks; each raises if it is ever called
+#                            and that the device image lacks; what they name raises if it is ever called
 #   .h200/data/full_eval/clue/afqmc.{train,valid}.jsonl   a fixed subset of afqmc in the official
 #                            prepared shape (experiments/finetune_parity/make_data.py's afqmc_rows):
 #                            every 8th training example (4,292) and every 4th dev one (1,079)
@@ -42,7 +42,11 @@ h200_speed.sh runs no path that calls it (it raises if one does)."""
 def __getattr__(name):
     if name.startswith("__"):  # what import machinery and hasattr() ask: plainly absent
         raise AttributeError(name)
-    raise RuntimeError(f"$module.{name}: $module is not installed here; this stub only lets the official code import")
+
+    def absent(*args, **kwargs):
+        raise RuntimeError(f"$module.{name}: $module is not installed here; this stub only lets the official code import")
+
+    return absent
 EOF
 done
 
