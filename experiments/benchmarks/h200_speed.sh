@@ -26,7 +26,9 @@
 #     dropout 0 (hybrid). Baselines first. Tokens/s, MFU against 989 TFLOP/s, XLA's memory.
 #   d moved: the carried prepared causal_14m workdir AND its corpus copied to new paths (cp -r: fresh
 #     mtimes), 100 steps of train there: whether it counted the corpus again ("count words" lines),
-#     tokens/s. Its final checkpoint is part c's model.
+#     tokens/s. Its final checkpoint is part c's model (while train still keys the counted corpus by
+#     absolute path and mtime, it recounts, and without jieba on the device it cannot finish: part c
+#     then exports a 20-step run of the carried workdir with the corpus where it was carried).
 #   c pipelines: part d's run exported (babylm_jax.export); on the same export and the same files
 #     (every 4th ZhoBLiMP paradigm; the afqmc subset of h200_speed_prepare.sh, 2 epochs), the official
 #     pipeline's own scorer and trainer (official_pipeline_timing.py: pairs/s; training and evaluation
