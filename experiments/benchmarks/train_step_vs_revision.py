@@ -129,7 +129,7 @@ def main() -> None:
             for label, modules, configs in (("rev", rev, rev_configs), ("tree", tree, None)):
                 transformer.layers, tt.train_step = modules["layers"], modules["train_step"]
                 config = tt.load_config(config_path(path, configs), overrides)
-                benches[label] = tt.Bench(path, config, config.train.seq_len, seed=0)  # compiles
+                benches[label] = tt.Bench(path, config, config.train.seq_len, seed=0).compile()
                 benches[label].start()
             transformer.layers, tt.train_step = tree["layers"], tree["train_step"]
             pairs.append((path, benches))

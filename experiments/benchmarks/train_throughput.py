@@ -8,7 +8,7 @@
 
 For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
 `optim.make_train_optimizer`, `sharding` meshes and shardings, `train_step.make_train_step` jitted
-with the trainer's shardings and donation), compiles it ahead of time (printing XLA's memory
+with the trainer's shardings and donation), compiles it ahead of time (`Bench.compile`; printing XLA's memory
 analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
 without allocating anything), and times it on random packed batches of the config's shape
 (documents of random length, so segment ids and positions look like real data). Repeats are interleaved over the
@@ -110,13 +110,20 @@ class Bench:
         )
         self.rng = train_step.step_key(config.train)  # of train.rng_impl, as a run takes it
         start = time.perf_counter()
-        self.step = step.lower(abstract_state, abstract_batch, self.rng).compile()
-        self.compile_s = time.perf_counter() - start
-        self.memory = self.step.memory_analysis()
+        self.lowered = step.lower(abstract_state, abstract_batch, self.rng)
+        self.lower_s = time.perf_counter() - start
         self.tokens_per_step = self.shape[0] * self.shape[1]
         self.flops_per_token = flops.train_flops_per_token(
             self.model_config, length, flops.causal_share(config), flops.predicted_share(config, config.train.mask_rate))
         self.seconds: list[float] = []
+
+    def compile(self) -> "Bench":
+        """Compiles the lowered step (XLA releases the GIL: several benches may compile in threads)."""
+        start = time.perf_counter()
+        self.step = self.lowered.compile()
+        self.compile_s = time.perf_counter() - start
+        self.memory = self.step.memory_analysis()
+        return self
 
     def start(self) -> None:
         """Allocates the state and two random batches, and runs the first (untimed) step."""
@@ -186,7 +193,7 @@ def main() -> None:
         for length in args.lengths or [config.train.seq_len]:
             if length < 1 or config.train.seq_len % length:
                 raise ValueError(f"--lengths {length}: must divide train.seq_len={config.train.seq_len} of {path}")
-            bench = Bench(path, config, length, seed=len(benches))
+            bench = Bench(path, config, length, seed=len(benches)).compile()
             print(bench.describe())
             print("  " + memory_line(bench.memory))
             if not args.memory_only:
