@@ -29,6 +29,8 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 from typing import Any, Callable, NoReturn, Sequence
 
 from absl import flags, logging
@@ -104,10 +106,55 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         sys.exit(stopped.exit_status)
 
 
+_XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
+COMPILE_POLL_S = 0.05
+
+
+def in_xla_compile(frame: Any) -> bool:
+    """Whether `frame` (where a signal found the main thread) or a caller waits on an XLA compile."""
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_XLA_COMPILER):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def stop_after_any_compile(signum: int, frame: Any, message: str) -> None:
+    """Raises Stopped(signum, message), unless the signal found the main thread waiting on an XLA compile.
+
+    A compile left there goes on in XLA's own threads, and the interpreter's exit then frees the client
+    under it: a segmentation fault (exit status 139, not 128 + signum). So the stop waits for the compile:
+    one line on stderr says so, and a watcher thread sends the signal again once the main thread has
+    left the compiler, where this raises."""
+    if not in_xla_compile(frame):
+        _compile_waits.discard(signum)  # a watcher of this signal has nothing left to send
+        raise Stopped(signum, message)
+    if signum in _compile_waits:  # said again during the compile: its watcher sends it once
+        return
+    name = signal.Signals(signum).name
+    if not _compile_waits:
+        print(f"{name} received: stopping once the XLA compile under way ends", file=sys.stderr, flush=True)
+    _compile_waits.add(signum)
+    main_thread = threading.main_thread().ident
+
+    def send_again_after_the_compile() -> None:
+        while in_xla_compile(sys._current_frames().get(main_thread)):
+            time.sleep(COMPILE_POLL_S)
+        if signum in _compile_waits:
+            _compile_waits.discard(signum)
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send_again_after_the_compile, name=f"{name} after the compile", daemon=True).start()
+
+
+_compile_waits: set[int] = set()  # signals waiting for a compile to end (its line is said once)
+
+
 def stop_on_signals(on_stop: str) -> None:
-    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread."""
+    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
+    XLA compile under way has ended (`stop_after_any_compile`)."""
     def handle(signum: int, frame: Any) -> None:
-        raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; {on_stop}")
+        stop_after_any_compile(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
