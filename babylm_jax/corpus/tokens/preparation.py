@@ -13,6 +13,7 @@ names them: the other processes of a multi-process run open the prepared caches 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import shutil
@@ -83,15 +84,29 @@ def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: Tokenize
     return directory
 
 
-def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) -> None:
-    """Copies the tokenizer to <workdir>/tokenizer/ unless the same one is already there."""
+def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str, tokenizer: Tokenizer) -> None:
+    """Copies the tokenizer to <workdir>/tokenizer/ unless the same one is already there; a tokenizer
+    of other settings there is replaced with a line naming the old and the new one."""
     target = workdir / rundir.TOKENIZER
     stamp = target / "fingerprint.txt"
     if stamp.exists() and stamp.read_text() == key:
         return
+    if target.exists():
+        print(f"tokenizer: {target} held {_described(target)} prepared with other data.tokenizer or "
+              f"model.vocab_size settings; replaced by this run's {tokenizer.kind} tokenizer of "
+              f"{tokenizer.vocab_size:,} ids (set those keys as before to keep the old one)", flush=True)
     with atomic_dir(target, replace=True) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
         (tmp / "fingerprint.txt").write_text(key)
+
+
+def _described(directory: pathlib.Path) -> str:
+    """'a bpe tokenizer of 4,000 ids' as `directory`'s tokenizer.json says, or what is wrong with it."""
+    try:
+        meta = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+        return f"a {meta['kind']} tokenizer of {meta['vocab_size']:,} ids"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"a tokenizer that could not be read ({type(error).__name__}: {error})"
 
 
 def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes | None = None) -> PreparedCorpus:
@@ -123,7 +138,7 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
     with times.stage("tokenise"):
         tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
-    _publish_tokenizer(tokenizer_dir, workdir, key)
+    _publish_tokenizer(tokenizer_dir, workdir, key, tokenizer)
     atomic_write_json(workdir / rundir.PREPARED, {
         "settings": _settings_key(run), "corpus": corpus.root.name, "shards": len(corpus.shard_dirs),
         "tokenizer": tokenizer_dir.name, "tokens": tokens.directory.name})
