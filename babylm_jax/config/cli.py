@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any, Callable, NoReturn, Sequence
 
+import tqdm
 from absl import flags, logging
 from ml_collections import config_flags
 
@@ -60,8 +61,15 @@ def one_line(message: str) -> str:
 
 def fail(command: str, message: str) -> NoReturn:
     """Prints `<command>: error: <message>` on one line and exits with status 2."""
+    close_progress_bars()
     print(f"{command}: error: {one_line(message)}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
+
+
+def close_progress_bars() -> None:
+    """Closes the progress bars an error or a stop left open, so that its line starts a line of its own."""
+    for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+        bar.close()
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -102,6 +110,7 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
             raise
         fail(command, str(error) or type(error).__name__)
     except Stopped as stopped:
+        close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
         sys.exit(stopped.exit_status)
 

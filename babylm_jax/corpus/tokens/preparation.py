@@ -18,7 +18,7 @@ import os
 import pathlib
 import shutil
 
-from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage import outputs, rundir
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.corpus.counting import budget
@@ -27,6 +27,7 @@ from babylm_jax.corpus.counting.cache_keys import CACHE_VERSION, fingerprint, to
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache, count_corpus
+from babylm_jax.corpus.counting.sources import list_sources
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
@@ -115,8 +116,24 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     Reads `run.data`, and of `run.model` the vocabulary size and the family (the documents' framing).
     Each stage's wall time is added to `times`.
     """
-    times = times or StageTimes()
     workdir = pathlib.Path(workdir)
+    with outputs.full_disk_errors(workdir, "the prepared data", lambda: _prepared_size(run.data),
+                                  "free some space (or give a --workdir on another disk) and run the same command: "
+                                  "the shards already done are kept"):
+        return _prepare_corpus(run, workdir, times or StageTimes())
+
+
+PREPARED_PER_CORPUS_BYTE = 3  # a normalised copy of the text (shards) and its token ids, measured ~2.6
+
+
+def _prepared_size(data_config: DataConfig) -> str:
+    """What prepare writes for `data_config`'s corpus, roughly, in words."""
+    corpus_bytes = sum(f.stat().st_size for source in list_sources(data_config) for f in source.files)
+    return (f"about {corpus_bytes * PREPARED_PER_CORPUS_BYTE / 1e6:,.1f} MB ({PREPARED_PER_CORPUS_BYTE} times the "
+            f"corpus's {corpus_bytes / 1e6:,.1f} MB; less for what is already prepared)")
+
+
+def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes) -> PreparedCorpus:
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
