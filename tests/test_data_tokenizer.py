@@ -181,3 +181,10 @@ def test_no_unk_on_hanzi_task_files():
     covered = tok.char_tokenizer_from_counts(counts, 30000, 1, False, required)
     report = unk_audit.unk_audit(covered, tasks)
     assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())
+
+
+def test_a_vocabulary_too_large_for_the_text_says_the_size_to_set():
+    with pytest.raises(ValueError, match=r"vocab_size=4000: .* set model.vocab_size to at most \d+, or give it more "
+                                         r"text") as error:
+        tok.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
+    assert "raise model.vocab_size" not in str(error.value)
