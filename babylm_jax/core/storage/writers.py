@@ -21,8 +21,6 @@ import pathlib
 import secrets
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Mapping, Protocol, Sequence
 
 from babylm_jax.core.storage import rundir
@@ -95,31 +93,32 @@ def check_wandb_ready(names: Sequence[str], mode: str) -> None:
     except wandb.errors.UsageError:
         raise ValueError("config key train.wandb.mode='online' needs a W&B API key (run `wandb login` or set "
                          f"WANDB_API_KEY), {_OFFLINE_HINT}") from None
-    problem = unreachable(os.environ.get("WANDB_BASE_URL") or wandb.Settings().base_url, WANDB_REACH_TIMEOUT_S)
+    base_url = os.environ.get("WANDB_BASE_URL") or wandb.Settings().base_url
+    problem = wandb_server_problem(base_url, WANDB_REACH_TIMEOUT_S)
     if problem:
-        raise ValueError(f"config key train.wandb.mode='online': the W&B server {problem}; check the network "
-                         f"(or WANDB_BASE_URL), {_OFFLINE_HINT}")
+        raise ValueError(f"config key train.wandb.mode='online': the W&B server at {base_url} {problem}; check the "
+                         f"network, WANDB_BASE_URL and the API key, {_OFFLINE_HINT}")
 
 
-def unreachable(url: str, timeout_s: float) -> str | None:
-    """Why `url` gave no HTTP answer within `timeout_s` (name lookup included), in words; None when it answered
-    (any status: a 401 or 404 still says the server is there). Proxies are used as urllib finds them."""
+def wandb_server_problem(base_url: str, timeout_s: float) -> str | None:
+    """Why the W&B server at `base_url` did not say who the API key belongs to within `timeout_s` (its
+    retries and a name lookup included), in words; None when it did."""
+    import wandb
+
     outcome: list[str | None] = []
 
     def ask() -> None:
         try:
-            urllib.request.urlopen(url, timeout=timeout_s).close()
+            wandb.Api(timeout=timeout_s, overrides={"base_url": base_url}).viewer  # noqa: B018 - the request
             outcome.append(None)
-        except urllib.error.HTTPError:
-            outcome.append(None)
-        except (OSError, ValueError) as error:
-            reason = getattr(error, "reason", error)
-            outcome.append(f"at {url} could not be reached ({reason})")
+        except Exception as error:  # noqa: BLE001 - W&B's and requests' errors alike: said in one line
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            outcome.append(f"did not answer as W&B does ({type(error).__name__}: {first})")
 
-    thread = threading.Thread(target=ask, name=f"reach {url}", daemon=True)  # a name lookup ignores the timeout
+    thread = threading.Thread(target=ask, name=f"W&B at {base_url}", daemon=True)
     thread.start()
-    thread.join(timeout_s + 0.5)
-    return outcome[0] if outcome else f"at {url} did not answer within {timeout_s:g} s"
+    thread.join(timeout_s + 1.0)
+    return outcome[0] if outcome else f"did not answer within {timeout_s:g} s"
 
 
 def scalars_of(record: Mapping[str, Any]) -> dict[str, float]:
