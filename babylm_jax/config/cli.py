@@ -109,6 +109,12 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
+    except RuntimeError as error:
+        if "Unable to initialize backend" not in str(error) or "JAX_PLATFORMS" not in os.environ \
+                or os.environ.get("BABYLM_TRACEBACK"):
+            raise
+        fail(command, f"environment variable JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: {error}; unset "
+                      "it (JAX then uses the backends this host has) or name one it has, e.g. cpu")
     except Stopped as stopped:
         close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
