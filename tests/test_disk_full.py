@@ -128,3 +128,13 @@ def test_export_and_evaluate_on_a_full_disk_say_where_how_much_and_what_to_do(ca
         line = user_error(capsys, evaluate, ["evaluate", f"--workdir={run}", f"--data_dir={data}", "--tasks=zhoblimp",
                                              f"--output={disk / 'eval' / 'results.json'}"])
         assert line.startswith(f"evaluate: error: no space left for the results in {disk / 'eval'}: it needs a few MB")
+
+
+def test_an_aot_dump_on_a_full_disk_says_where_and_how_much(tmp_path):
+    from babylm_jax.training.accelerators import aot_report
+
+    with _small_disk(tmp_path, "64k") as disk:
+        with pytest.raises(OSError, match=r"^no space left for train_step_32.tpu.hlo.txt in .*/disk/dump: it needs "
+                                          r"0.2 MB and 0.\d MB are free; free some space or give --dump a folder"):
+            aot_report.dump(str(disk / "dump"), "train_step_32.tpu.hlo.txt", "x" * 200_000)
+        assert not list((disk / "dump").iterdir())
