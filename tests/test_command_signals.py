@@ -160,3 +160,17 @@ def test_a_stop_during_an_aot_compile_waits_for_it():
                                 "--config.model.attention=xla")
     assert _ended_by(result, "SIGINT", 130) == ("aot: stopped by SIGINT; nothing half-written is kept; run the same "
                                                 "command to start again")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_after_the_work_is_over_changes_nothing(signal_name):
+    """A stop that comes while the interpreter shuts down (here from an atexit function) after the command
+    finished: exit status 0 and nothing on stderr, not a Stopped traceback from the atexit function (nor,
+    later in the shutdown, a kill by the restored default handler: exit status 143 after `done`)."""
+    script = ("import atexit, os, signal, time\n"
+              "from babylm_jax.config import cli\n"
+              f"atexit.register(lambda: (os.kill(os.getpid(), signal.{signal_name}), time.sleep(0.2)))\n"
+              "cli.Command('demo', 'a command that is done at once').run(lambda argv: print('done'))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "done\n"), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Stopped" not in result.stderr

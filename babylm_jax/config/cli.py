@@ -202,7 +202,11 @@ class Command:
         """The entry point: `main(sys.argv)` under the shared error and stop paths."""
         logging.use_absl_handler()
         stop_on_signals(self.on_stop)
-        report_errors(self.name, main, list(sys.argv))
+        try:
+            report_errors(self.name, main, list(sys.argv))
+        finally:  # the work is over, done, failed or stopped, and said: the exit status stands
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)
 
     def parse(self, argv: Sequence[str]) -> list[str]:
         """Parses `argv` (program name first); UserError names the bad option or key.
