@@ -2,17 +2,19 @@
 
     python signal_in_compile.py SIGNAL WITHIN MODULE ARGS...
 
-(tests/test_command_signals.py). The signal goes at the first compile found under a call of the
-function named WITHIN (e.g. "finetune"; "-" for any compile), so that it lands in that phase's compile.
+(tests/test_command_signals.py). The signal goes a few milliseconds into the first compile made under a
+call of the function named WITHIN (e.g. "finetune"; "-" for any) that lasts that long, so that it lands
+in that phase's compile.
 """
 import importlib
 import os
 import signal
 import sys
 import threading
-import time
 
-from babylm_jax.config import cli
+from jax._src import compiler
+
+INTO_THE_COMPILE_S = 0.005
 
 
 def _within(frame, name: str) -> bool:
@@ -26,17 +28,24 @@ def _within(frame, name: str) -> bool:
 def main() -> None:
     signal_name, within, module_name, *args = sys.argv[1:]
     module = importlib.import_module(module_name)
-    main_thread = threading.main_thread().ident
+    real_compile, sent, compiling = compiler.backend_compile_and_load, [], []
 
-    def signal_in_the_compile() -> None:
-        while True:
-            frame = sys._current_frames().get(main_thread)
-            if cli.in_xla_compile(frame) and _within(frame, within):
-                os.kill(os.getpid(), getattr(signal, signal_name))
-                return
-            time.sleep(0.001)
+    def signal_if_still_compiling() -> None:
+        if compiling and not sent:  # a compile shorter than INTO_THE_COMPILE_S: the next one is tried
+            sent.append(signal_name)
+            os.kill(os.getpid(), getattr(signal, signal_name))
 
-    threading.Thread(target=signal_in_the_compile, daemon=True).start()
+    def compile_and_signal(*compile_args, **compile_kwargs):
+        if sent or not _within(sys._getframe(), within):
+            return real_compile(*compile_args, **compile_kwargs)
+        compiling.append(True)
+        threading.Timer(INTO_THE_COMPILE_S, signal_if_still_compiling).start()
+        try:
+            return real_compile(*compile_args, **compile_kwargs)
+        finally:
+            compiling.clear()
+
+    compiler.backend_compile_and_load = compile_and_signal
     sys.argv = [module_name.rsplit(".", 1)[-1], *args]
     module.COMMAND.run(module.main)
 

@@ -174,3 +174,23 @@ def test_a_signal_after_the_work_is_over_changes_nothing(signal_name):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, "done\n"), result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "Stopped" not in result.stderr
+
+
+def test_a_stop_during_an_import_waits_for_the_module_to_be_whole(tmp_path):
+    """An import that a stop breaks off leaves a half-initialised module (a C extension's init then fails as
+    ImportError "initialization failed", a task's error rather than a stop): the stop waits for the import."""
+    (tmp_path / "signalling_module.py").write_text(
+        "import os, pathlib, signal\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        f"pathlib.Path({str(tmp_path / 'whole')!r}).write_text('the import ran to its end')\n")
+    script = ("import sys, time\n"
+              f"sys.path.insert(0, {str(tmp_path)!r})\n"
+              "from babylm_jax.config import cli\n"
+              "def main(argv):\n"
+              "    import signalling_module\n"
+              "    time.sleep(30)\n"
+              "cli.Command('demo', 'a command that imports').run(main)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr[-2000:]
+    assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"
+    assert (tmp_path / "whole").exists() and "Traceback" not in result.stderr

@@ -122,54 +122,61 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
 
 
 _XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
-COMPILE_POLL_S = 0.05
+_IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
+COMPILE = "the XLA compile under way"
+SAFE_POLL_S = 0.05
 
 
-def in_xla_compile(frame: Any) -> bool:
-    """Whether `frame` (where a signal found the main thread) or a caller waits on an XLA compile."""
+def unsafe_to_stop(frame: Any) -> str | None:
+    """What `frame` (where a signal found the main thread) or a caller is in the middle of, when an exception
+    raised there would do harm: an XLA compile (COMPILE) or an import; None when a stop may be raised."""
     while frame is not None:
         if frame.f_code.co_filename.endswith(_XLA_COMPILER):
-            return True
+            return COMPILE
+        if frame.f_code.co_filename.startswith(_IMPORT_MACHINERY):
+            return "the import under way"
         frame = frame.f_back
-    return False
+    return None
 
 
-def stop_after_any_compile(signum: int, frame: Any, message: str) -> None:
-    """Raises Stopped(signum, message), unless the signal found the main thread waiting on an XLA compile.
+def stop_when_safe(signum: int, frame: Any, message: str) -> None:
+    """Raises Stopped(signum, message), unless the signal found the main thread in an XLA compile or an import.
 
     A compile left there goes on in XLA's own threads, and the interpreter's exit then frees the client
-    under it: a segmentation fault (exit status 139, not 128 + signum). So the stop waits for the compile:
-    one line on stderr says so, and a watcher thread sends the signal again once the main thread has
-    left the compiler, where this raises."""
-    if not in_xla_compile(frame):
-        _compile_waits.discard(signum)  # a watcher of this signal has nothing left to send
+    under it: a segmentation fault (exit status 139, not 128 + signum); an import left there leaves a half
+    initialised module and an ImportError ("initialization failed") that reads as a broken install. So
+    the stop waits for them (a compile's wait said in one line on stderr), and a watcher thread sends the
+    signal again once the main thread has left them, where this raises."""
+    busy = unsafe_to_stop(frame)
+    if busy is None:
+        _stops_waiting.discard(signum)  # a watcher of this signal has nothing left to send
         raise Stopped(signum, message)
-    if signum in _compile_waits:  # said again during the compile: its watcher sends it once
+    if signum in _stops_waiting:  # said again meanwhile: its watcher sends it once
         return
     name = signal.Signals(signum).name
-    if not _compile_waits:
-        print(f"{name} received: stopping once the XLA compile under way ends", file=sys.stderr, flush=True)
-    _compile_waits.add(signum)
+    if busy == COMPILE and not _stops_waiting:
+        print(f"{name} received: stopping once {COMPILE} ends", file=sys.stderr, flush=True)
+    _stops_waiting.add(signum)
     main_thread = threading.main_thread().ident
 
-    def send_again_after_the_compile() -> None:
-        while in_xla_compile(sys._current_frames().get(main_thread)):
-            time.sleep(COMPILE_POLL_S)
-        if signum in _compile_waits:
-            _compile_waits.discard(signum)
+    def send_again_when_safe() -> None:
+        while unsafe_to_stop(sys._current_frames().get(main_thread)):
+            time.sleep(SAFE_POLL_S)
+        if signum in _stops_waiting:
+            _stops_waiting.discard(signum)
             os.kill(os.getpid(), signum)
 
-    threading.Thread(target=send_again_after_the_compile, name=f"{name} after the compile", daemon=True).start()
+    threading.Thread(target=send_again_when_safe, name=f"{name} when safe", daemon=True).start()
 
 
-_compile_waits: set[int] = set()  # signals waiting for a compile to end (its line is said once)
+_stops_waiting: set[int] = set()  # signals waiting for a compile or an import to end
 
 
 def stop_on_signals(on_stop: str) -> None:
     """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
-    XLA compile under way has ended (`stop_after_any_compile`)."""
+    XLA compile or import under way has ended (`stop_when_safe`)."""
     def handle(signum: int, frame: Any) -> None:
-        stop_after_any_compile(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")
+        stop_when_safe(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
