@@ -87,7 +87,10 @@ def main(argv: Sequence[str]) -> dict[str, pathlib.Path]:
     outputs.check_writable(output.parent, "--output")  # before the model is loaded
     with outputs.output_lock(output, "evaluate"):
         outputs.remove_temporaries(output.parent)  # of an evaluation killed mid-write
-        return _evaluate(workdir, data_dir, output, settings, place.checkpoints_at)
+        with outputs.full_disk_errors(output.parent, "the results", lambda: "a few MB (results, details, report, "
+                                      "predictions)", "free some space (or give --output on another disk) and run "
+                                      "the same command"):
+            return _evaluate(workdir, data_dir, output, settings, place.checkpoints_at)
 
 
 def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Path,

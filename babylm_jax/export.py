@@ -59,6 +59,8 @@ def export(run: str | pathlib.Path, output: pathlib.Path, step: int | None = Non
 
 def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_ema: bool | None,
             layer: int | None, overwrite: bool, checkpoints_at: str) -> pathlib.Path:
+    import jax
+
     from babylm_jax.hf import writer
     from babylm_jax.training.checkpoints.loading import load_for_eval
 
@@ -69,17 +71,12 @@ def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_e
         "words_seen": float(loaded.words_seen),
         "used_ema": bool(loaded.used_ema),
     }
-    return writer.write_export(
-        output,
-        loaded.model.config,
-        loaded.params,
-        loaded.tokenizer,
-        provenance=provenance,
-        run_config=loaded.config.to_dict(),
-        results=read_results(workdir),
-        layer=layer,
-        overwrite=overwrite,
-    )
+    needed = lambda: f"about {sum(leaf.nbytes for leaf in jax.tree.leaves(loaded.params)) / 1e6:,.1f} MB (the weights)"
+    fix = "free some space (or give --output on another disk) and run the same command; nothing half-written is kept"
+    with outputs.full_disk_errors(output.parent, "the export", needed, fix):
+        return writer.write_export(output, loaded.model.config, loaded.params, loaded.tokenizer, provenance=provenance,
+                                   run_config=loaded.config.to_dict(), results=read_results(workdir), layer=layer,
+                                   overwrite=overwrite)
 
 
 def main(argv: Sequence[str]) -> pathlib.Path:

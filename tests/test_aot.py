@@ -75,3 +75,18 @@ def test_tpu_report_compiles_for_a_topology_and_says_whether_it_fits(capsys):
     assert out[-2].startswith("over by ") and out[-1].startswith("aot: fits=no")
     assert "--topology=v9x:1x1" in user_error(capsys, aot_cli, ["aot", "--config=configs/base.py", "--platform=tpu",
                                                                  "--topology=v9x:1x1"])
+
+
+@pytest.mark.slow
+@pytest.mark.tpu
+@pytest.mark.skipif(not HAS_LIBTPU, reason="libtpu is not installed here (pip install -e '.[tpu]'): the TPU "
+                    "topology compile is not checked")
+def test_tpu_report_compiles_a_hybrid_step_through_splash_attention(capsys):
+    """Rows of 128 take the splash kernel (mixed causal and bidirectional rows, split over the mesh with
+    shard_map): its mask tables are built for a topology's compile-only devices, where nothing can run."""
+    tiny = [arg for arg in TINY if "seq_len" not in arg and "batch_size" not in arg] + [
+        "--config.train.seq_len=128", "--config.train.batch_size=16", "--config.train.hybrid_causal_share=0.25"]
+    assert aot_cli.main(["aot", "--config=configs/base_hybrid.py", "--platform=tpu", "--topology=v5e:2x2", *tiny])
+    out = capsys.readouterr().out.splitlines()
+    compiled_line = next(line for line in out if line.startswith("rows of 128: compiled"))
+    assert "attention splash" in compiled_line and out[-1].startswith("aot: fits=yes")

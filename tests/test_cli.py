@@ -1,6 +1,7 @@
 """One error path for train, prepare, evaluate and export (issue 14's CLI cases): one line naming
 the file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -226,3 +227,16 @@ def test_the_tools_and_gather_take_options_in_the_one_grammar(capsys, tmp_path):
         "evaluate: error: --gather needs at least one RUN: a results.json, or a folder holding one")
     assert "Unknown command line flag 'outptu'. Did you mean: output" in user_error(capsys, evaluate, ["evaluate", "--gather", str(tmp_path), "--outptu=x"])
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_a_jax_platforms_this_host_lacks_is_named_as_the_environment_variable(tmp_path):
+    make_run(tmp_path / "run")
+    env = {**os.environ, "JAX_PLATFORMS": "rocm"}
+    result = subprocess.run([sys.executable, "-m", "babylm_jax.export", f"--workdir={tmp_path / 'run'}",
+                             f"--output={tmp_path / 'hf'}"], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == cli.EXIT_USER_ERROR and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("export: error: environment variable JAX_PLATFORMS='rocm': "
+                                                     "Unable to initialize backend 'rocm'")
+    assert result.stderr.splitlines()[-1].endswith("unset it (JAX then uses the backends this host has) or name one "
+                                                   "it has, e.g. cpu")

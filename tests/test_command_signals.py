@@ -96,3 +96,101 @@ def test_an_evaluation_stopped_before_a_task_finished_writes_nothing_and_exits_1
     assert result.stdout.splitlines()[-1] == ("evaluate: stopped by SIGINT in zhoblimp; no task had finished, so no "
                                               "results are written; run the same command to score every task")
     assert not (tmp_path / "eval").exists()
+
+
+def _signal_in_compile(signal_name: str, within: str, module: str, *args: str) -> subprocess.CompletedProcess:
+    script = pathlib.Path(__file__).with_name("signal_in_compile.py")
+    env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}  # a real compile, not a read from the test cache
+    return subprocess.run([sys.executable, str(script), signal_name, within, module, *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def _ended_by(result: subprocess.CompletedProcess, signal_name: str, status: int) -> str:
+    """The stop line, once the signal waited for the compile it found and the exit is 128 + signum (not a
+    segmentation fault's 139 as XLA's threads go on compiling while the interpreter exits)."""
+    output = result.stdout + result.stderr
+    assert result.returncode == status, output[-3000:]
+    assert "Traceback" not in output and "Segmentation fault" not in output
+    assert f"{signal_name} received: stopping once the XLA compile under way ends" in result.stderr
+    return result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("signal_name,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_during_the_fine_tuning_compile_waits_for_it_and_exits_as_documented(tmp_path, signal_name, status):
+    run, data = tmp_path / "run", tmp_path / "data"
+    make_run(run)
+    shutil.copytree(FIXTURES / "minimal_pairs" / "zhoblimp", data / "zhoblimp")
+    shutil.copytree(FIXTURES / "clue" / "afqmc", data / "afqmc")
+    output = tmp_path / "eval" / "results.json"
+    result = _signal_in_compile(signal_name, "finetune", "babylm_jax.evaluate", f"--workdir={run}",
+                                f"--data_dir={data}", "--tasks=zhoblimp,afqmc", f"--output={output}",
+                                "--config.scoring.batch_size=8", "--config.finetune.max_len=32")
+    assert _ended_by(result, signal_name, status) == (
+        f"evaluate: stopped by {signal_name} in afqmc; the results of zhoblimp are written to {output}; "
+        "run the same command to score every task")
+
+
+@pytest.mark.parametrize("within,line", [
+    ("-", "evaluate: stopped by SIGTERM; nothing half-written is kept"),  # the first compile: loading the model
+    ("run_minimal_pairs", "evaluate: stopped by SIGTERM in zhoblimp; no task had finished"),
+])
+def test_a_stop_during_a_zero_shot_evaluation_compile_waits_for_it(tmp_path, within, line):
+    run, data = tmp_path / "run", tmp_path / "data"
+    make_run(run)
+    shutil.copytree(FIXTURES / "minimal_pairs" / "zhoblimp", data / "zhoblimp")
+    result = _signal_in_compile("SIGTERM", within, "babylm_jax.evaluate", f"--workdir={run}", f"--data_dir={data}",
+                                "--tasks=zhoblimp", f"--output={tmp_path / 'eval' / 'results.json'}")
+    assert _ended_by(result, "SIGTERM", 143).startswith(line)
+
+
+def test_a_stop_during_the_training_setup_compile_waits_for_it(tiny_corpus_dir, tmp_path):
+    config_file = tmp_path / "config.py"
+    config_file.write_text("import ml_collections\n\n\ndef get_config():\n    return ml_collections.ConfigDict(%r)\n"
+                           % json.loads(tiny_config(tiny_corpus_dir).to_json()))
+    result = _signal_in_compile("SIGINT", "-", "babylm_jax.train", f"--config={config_file}",
+                                f"--workdir={tmp_path / 'run'}")
+    assert _ended_by(result, "SIGINT", 130).startswith("train: stopped by SIGINT")
+
+
+def test_a_stop_during_an_aot_compile_waits_for_it():
+    result = _signal_in_compile("SIGINT", "-", "babylm_jax.aot", "--config=configs/base.py", "--platform=cuda",
+                                "--config.model.d_model=32", "--config.model.num_heads=2", "--config.model.d_ff=64",
+                                "--config.model.num_layers=1", "--config.model.vocab_size=512",
+                                "--config.train.batch_size=8", "--config.train.seq_len=32",
+                                "--config.model.attention=xla")
+    assert _ended_by(result, "SIGINT", 130) == ("aot: stopped by SIGINT; nothing half-written is kept; run the same "
+                                                "command to start again")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_after_the_work_is_over_changes_nothing(signal_name):
+    """A stop that comes while the interpreter shuts down (here from an atexit function) after the command
+    finished: exit status 0 and nothing on stderr, not a Stopped traceback from the atexit function (nor,
+    later in the shutdown, a kill by the restored default handler: exit status 143 after `done`)."""
+    script = ("import atexit, os, signal, time\n"
+              "from babylm_jax.config import cli\n"
+              f"atexit.register(lambda: (os.kill(os.getpid(), signal.{signal_name}), time.sleep(0.2)))\n"
+              "cli.Command('demo', 'a command that is done at once').run(lambda argv: print('done'))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "done\n"), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Stopped" not in result.stderr
+
+
+def test_a_stop_during_an_import_waits_for_the_module_to_be_whole(tmp_path):
+    """An import that a stop breaks off leaves a half-initialised module (a C extension's init then fails as
+    ImportError "initialization failed", a task's error rather than a stop): the stop waits for the import."""
+    (tmp_path / "signalling_module.py").write_text(
+        "import os, pathlib, signal\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        f"pathlib.Path({str(tmp_path / 'whole')!r}).write_text('the import ran to its end')\n")
+    script = ("import sys, time\n"
+              f"sys.path.insert(0, {str(tmp_path)!r})\n"
+              "from babylm_jax.config import cli\n"
+              "def main(argv):\n"
+              "    import signalling_module\n"
+              "    time.sleep(30)\n"
+              "cli.Command('demo', 'a command that imports').run(main)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr[-2000:]
+    assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"
+    assert (tmp_path / "whole").exists() and "Traceback" not in result.stderr

@@ -154,3 +154,34 @@ def test_the_official_corpus_as_published(tmp_path):
     pq.write_table(pa.table({"content": ["x"]}), hub / "data" / "train-00000-of-00002.parquet")
     with pytest.raises(corpus.CorpusError, match="parquet file has no column 'text'"):
         _documents(_data_config(corpus=str(hub)))
+
+
+def test_what_a_corpus_folder_walk_leaves_out_or_follows_is_said_once(tmp_path, caplog):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / ".cache").mkdir()
+    (folder / "good.txt").write_text("好\n", encoding="utf-8")
+    (folder / "sub" / "in.txt").write_text("内\n", encoding="utf-8")
+    (folder / ".cache" / "stale.txt").write_text("旧\n", encoding="utf-8")
+    (folder / ".notes.txt").write_text("藏\n", encoding="utf-8")
+    (folder / "README.md").write_text("# corpus\n", encoding="utf-8")
+    (folder / "self").symlink_to(".")
+    (folder / "sub_link").symlink_to("sub")
+    (folder / "a").symlink_to("b")
+    (folder / "b").symlink_to("a")
+    (folder / "gone.txt").symlink_to("missing.txt")
+    (folder / "alias.txt").symlink_to("good.txt")
+    config = _data_config(corpus=str(folder))
+    caplog.set_level("WARNING")
+    [source] = corpus.list_sources(config)
+    assert [f.relative_to(folder).as_posix() for f in source.files] == ["alias.txt", "good.txt", "sub/in.txt"]
+    corpus.list_sources(config)  # listed again (prepare and the run's inputs record): nothing said twice
+    assert sorted(r.getMessage() for r in caplog.records) == sorted(f"{folder}: {line}" for line in [
+        "skipped 1 hidden folders; e.g. .cache",
+        "skipped 1 hidden files; e.g. .notes.txt",
+        "skipped 1 files of kinds the reader does not take (it reads .txt/.jsonl/.jsonl.gz/.parquet/.arrow); "
+        "e.g. README.md",
+        "skipped 3 links that lead nowhere (broken, or a loop); e.g. a -> b",
+        "skipped 2 links to folders, not followed (name such a folder in data.paths to read it); e.g. self -> .",
+        "followed 1 links to files, read as the files they point to; e.g. alias.txt -> good.txt",
+    ])

@@ -258,3 +258,22 @@ def test_other_processes_open_what_process_0_prepared(prepared, tmp_path):
         preparation.open_prepared(run, copy)
     with pytest.raises(FileNotFoundError, match="every process must see the same --workdir"):
         preparation.open_prepared(run, tmp_path / "elsewhere")
+
+
+def test_a_workdir_tokenizer_of_other_settings_is_replaced_with_a_line(corpus_dir, tmp_path, capsys):
+    """prepare with a BPE tokenizer, then (as a train with the default config would) with a char one:
+    the workdir's tokenizer/ is replaced, and a line names the old and the new kind; the same settings
+    again keep it without a word."""
+    bpe = RunConfig.from_config(synthetic.tiny_config(corpus_dir, tokenizer="bpe"))
+    preparation.prepare_corpus(bpe, tmp_path)
+    assert "replaced" not in capsys.readouterr().out
+    char = RunConfig.from_config(synthetic.tiny_config(corpus_dir))
+    preparation.prepare_corpus(char, tmp_path)
+    tokenizer_dir = tmp_path / "tokenizer"
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"tokenizer: {tokenizer_dir} held a bpe tokenizer of 400 ids prepared with other data.tokenizer or "
+        f"model.vocab_size settings; replaced by this run's char tokenizer of 64 ids (set those keys as before to "
+        "keep the old one)")
+    assert json.loads((tokenizer_dir / "tokenizer.json").read_text())["kind"] == "char"
+    preparation.prepare_corpus(char, tmp_path)
+    assert "replaced" not in capsys.readouterr().out

@@ -262,3 +262,10 @@ def test_words_keep_every_required_character():
     tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
     report = unk_audit.unk_audit(words_kind, tasks)
     assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())
+
+
+def test_a_vocabulary_too_large_for_the_text_says_the_size_to_set():
+    with pytest.raises(ValueError, match=r"vocab_size=4000: .* set model.vocab_size to at most \d+, or give it more "
+                                         r"text") as error:
+        tok.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
+    assert "raise model.vocab_size" not in str(error.value)

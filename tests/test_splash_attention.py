@@ -97,3 +97,27 @@ def test_splash_is_auto_on_tpu_and_refused_elsewhere():
     assert attention.resolve("splash", "tpu", jnp.float32) == "splash"
     with pytest.raises(ValueError, match="model.attention='splash' needs a TPU.*platform is cpu"):
         attention.resolve("splash", "cpu", jnp.float32)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_kernel_holds_the_tables_of_make_splash_mha_as_numpy_arrays(causal):
+    """The kernel is the library's `make_splash_mha` (run eagerly here, where it can) with its tables left on the
+    host: numpy arrays, constants in any trace and for any device, equal to the library's own."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel_lib
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    ours = splash_kernels._kernel(causal, H, 256, True)
+    block = block_size(256)
+    head = mask_lib.CausalMask((256, 256)) if causal else mask_lib.FullMask((256, 256))
+    blocks = kernel_lib.BlockSizes(**{f: block for f in ("block_q", "block_kv", "block_kv_compute", "block_q_dkv",
+                                                         "block_kv_dkv", "block_kv_dkv_compute", "block_q_dq",
+                                                         "block_kv_dq")})
+    library = kernel_lib.make_splash_mha(mask_lib.MultiHeadMask([head] * H), block_sizes=blocks, head_shards=1,
+                                         q_seq_shards=1, interpret=True)
+    settings = lambda kernel: {k: v for k, v in kernel.kwargs.items() if k != "mask_function"}  # a closure per mask
+    assert settings(ours) == settings(library)
+    assert (ours.kwargs["mask_function"] is None) == (library.kwargs["mask_function"] is None) == (not causal)
+    ours_leaves, library_leaves = jax.tree.leaves(ours), jax.tree.leaves(library)
+    assert len(ours_leaves) == len(library_leaves) and all(isinstance(leaf, np.ndarray) for leaf in ours_leaves)
+    for got, want in zip(ours_leaves, library_leaves):
+        np.testing.assert_array_equal(got, want)

@@ -3,6 +3,7 @@ import importlib.util
 import json
 import pathlib
 import shutil
+import socket
 import time
 
 import pytest
@@ -136,6 +137,44 @@ def test_online_wandb_without_an_api_key_is_one_line_before_the_data(capsys, tmp
             "--config.data.max_documents=50"]
     line = user_error(capsys, train, argv)
     assert "train.wandb.mode='online' needs a W&B API key" in line and "--config.train.wandb.mode=offline" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_online_wandb_with_no_server_to_reach_is_one_line_before_the_data(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb_config"))
+    with socket.socket() as closed:  # a port nothing listens on: the connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setenv("WANDB_BASE_URL", url)
+    argv = ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", "--config.train.writers=('wandb',)",
+            "--config.data.max_documents=50"]
+    line = user_error(capsys, train, argv)
+    assert f"train.wandb.mode='online': the W&B server at {url} did not answer as W&B does" in line
+    assert "--config.train.wandb.mode=offline" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_server_that_never_answers_is_said_after_the_timeout(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    with socket.socket() as silent:  # listens, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.perf_counter()
+        problem = writers.wandb_server_problem(url, 0.5)
+        assert time.perf_counter() - started < 5
+    assert problem == "did not answer within 0.5 s" or problem.startswith("did not answer as W&B does (")
+
+
+@pytest.mark.parametrize("value", ["", "Offline"])
+def test_a_wandb_mode_environment_variable_wandb_does_not_take_is_named(capsys, tmp_path, monkeypatch, value):
+    monkeypatch.setenv("WANDB_MODE", value)
+    argv = ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", "--config.train.writers=('wandb',)",
+            "--config.train.wandb.mode=offline", "--config.data.max_documents=50"]
+    line = user_error(capsys, train, argv)
+    assert line.startswith(f"train: error: environment variable WANDB_MODE={value!r} is not a W&B mode")
     assert not (tmp_path / "run").exists()
 
 

@@ -29,8 +29,11 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 from typing import Any, Callable, NoReturn, Sequence
 
+import tqdm
 from absl import flags, logging
 from ml_collections import config_flags
 
@@ -58,8 +61,15 @@ def one_line(message: str) -> str:
 
 def fail(command: str, message: str) -> NoReturn:
     """Prints `<command>: error: <message>` on one line and exits with status 2."""
+    close_progress_bars()
     print(f"{command}: error: {one_line(message)}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
+
+
+def close_progress_bars() -> None:
+    """Closes the progress bars an error or a stop left open, so that its line starts a line of its own."""
+    for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+        bar.close()
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -99,15 +109,74 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
+    except RuntimeError as error:
+        if "Unable to initialize backend" not in str(error) or "JAX_PLATFORMS" not in os.environ \
+                or os.environ.get("BABYLM_TRACEBACK"):
+            raise
+        fail(command, f"environment variable JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: {error}; unset "
+                      "it (JAX then uses the backends this host has) or name one it has, e.g. cpu")
     except Stopped as stopped:
+        close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
         sys.exit(stopped.exit_status)
 
 
+_XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
+_IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
+COMPILE = "the XLA compile under way"
+SAFE_POLL_S = 0.05
+
+
+def unsafe_to_stop(frame: Any) -> str | None:
+    """What `frame` (where a signal found the main thread) or a caller is in the middle of, when an exception
+    raised there would do harm: an XLA compile (COMPILE) or an import; None when a stop may be raised."""
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_XLA_COMPILER):
+            return COMPILE
+        if frame.f_code.co_filename.startswith(_IMPORT_MACHINERY):
+            return "the import under way"
+        frame = frame.f_back
+    return None
+
+
+def stop_when_safe(signum: int, frame: Any, message: str) -> None:
+    """Raises Stopped(signum, message), unless the signal found the main thread in an XLA compile or an import.
+
+    A compile left there goes on in XLA's own threads, and the interpreter's exit then frees the client
+    under it: a segmentation fault (exit status 139, not 128 + signum); an import left there leaves a half
+    initialised module and an ImportError ("initialization failed") that reads as a broken install. So
+    the stop waits for them (a compile's wait said in one line on stderr), and a watcher thread sends the
+    signal again once the main thread has left them, where this raises."""
+    busy = unsafe_to_stop(frame)
+    if busy is None:
+        _stops_waiting.discard(signum)  # a watcher of this signal has nothing left to send
+        raise Stopped(signum, message)
+    if signum in _stops_waiting:  # said again meanwhile: its watcher sends it once
+        return
+    name = signal.Signals(signum).name
+    if busy == COMPILE and not _stops_waiting:
+        print(f"{name} received: stopping once {COMPILE} ends", file=sys.stderr, flush=True)
+    _stops_waiting.add(signum)
+    main_thread = threading.main_thread().ident
+
+    def send_again_when_safe() -> None:
+        while unsafe_to_stop(sys._current_frames().get(main_thread)):
+            time.sleep(SAFE_POLL_S)
+        if signum in _stops_waiting:
+            _stops_waiting.discard(signum)
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send_again_when_safe, name=f"{name} when safe", daemon=True).start()
+
+
+_stops_waiting: set[int] = set()  # signals waiting for a compile or an import to end
+
+
 def stop_on_signals(on_stop: str) -> None:
-    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread."""
+    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
+    XLA compile or import under way has ended (`stop_when_safe`)."""
     def handle(signum: int, frame: Any) -> None:
-        raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; {on_stop}")
+        stop_when_safe(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
@@ -140,7 +209,11 @@ class Command:
         """The entry point: `main(sys.argv)` under the shared error and stop paths."""
         logging.use_absl_handler()
         stop_on_signals(self.on_stop)
-        report_errors(self.name, main, list(sys.argv))
+        try:
+            report_errors(self.name, main, list(sys.argv))
+        finally:  # the work is over, done, failed or stopped, and said: the exit status stands
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)
 
     def parse(self, argv: Sequence[str]) -> list[str]:
         """Parses `argv` (program name first); UserError names the bad option or key.

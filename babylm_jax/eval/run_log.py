@@ -30,7 +30,7 @@ class RunLog:
     def __init__(self, workdir: pathlib.Path, train: TrainConfig):
         """`train`: the run's `train.*` settings (its saved config's)."""
         check_run(workdir, train)
-        writers.check_wandb_login(train.writers, train.wandb.mode)
+        writers.check_wandb_ready(train.writers, train.wandb.mode)
         self.writers = writers.reopen_writers(str(workdir), train)
 
     def checkpoint(self, step: int, words_seen: float, results: Mapping[str, TaskResult],

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel_lib
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask_info as mask_info_lib
 from jax.sharding import PartitionSpec as P
 
 from babylm_jax.config.training import BATCH_AXES
@@ -38,19 +39,27 @@ def block_size(seq_len: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(causal: bool, num_heads: int, seq_len: int, interpret: bool):
-    """The splash kernel over [H, L, K] inputs for one row (vmapped over the batch). It is cached, so its
-    mask tables are made concrete even when the first call comes inside a jit or shard_map trace: made
-    as that trace's tracers, they would leak into every later call (UnexpectedTracerError)."""
+def _kernel(causal: bool, num_heads: int, seq_len: int, interpret: bool) -> kernel_lib.SplashAttentionKernel:
+    """The splash kernel over [H, L, K] inputs for one row (vmapped over the batch), cached by shape.
+
+    It is `kernel_lib.make_splash_mha` with its mask tables left as the numpy arrays the library computes
+    them as: constants in every world. The library moves them onto a device with `jnp.array`, which under a
+    jit or shard_map trace makes that trace's tracers (leaked into every later call of the cached kernel),
+    and under a TPU topology's compile-only devices (`python -m babylm_jax.aot`) has no device to run on."""
     shape = (seq_len, seq_len)
-    head_mask = mask_lib.CausalMask(shape) if causal else mask_lib.FullMask(shape)
+    heads = mask_lib.MultiHeadMask([mask_lib.CausalMask(shape) if causal else mask_lib.FullMask(shape)] * num_heads)
     block = block_size(seq_len)
     blocks = kernel_lib.BlockSizes(block_q=block, block_kv=block, block_kv_compute=block, block_q_dkv=block,
                                    block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block,
                                    block_kv_dq=block)
-    with jax.ensure_compile_time_eval():
-        return kernel_lib.make_splash_mha(mask_lib.MultiHeadMask([head_mask] * num_heads), block_sizes=blocks,
-                                          head_shards=1, q_seq_shards=1, interpret=interpret)
+    one_shard = dict(head_shards=1, q_seq_shards=1)
+    fwd_tables, mask_function = mask_info_lib.process_mask(heads, (block, block), **one_shard)
+    dq_tables, _ = mask_info_lib.process_mask(heads, (blocks.block_q_dq, blocks.block_kv_dq), **one_shard)
+    dkv_tables, _ = mask_info_lib.process_mask_dkv(heads, (blocks.block_q_dkv, blocks.block_kv_dkv), **one_shard)
+    return kernel_lib.SplashAttentionKernel(
+        fwd_tables, dq_tables, dkv_tables, block_sizes=blocks, is_mqa=False, save_residuals=False,
+        mask_value=kernel_lib.DEFAULT_MASK_VALUE, attn_logits_soft_cap=None, residual_checkpoint_name=None,
+        mask_function=mask_function, interpret=interpret)
 
 
 def _attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, segment_ids_BxL, causal_B, rows: str, interpret: bool):

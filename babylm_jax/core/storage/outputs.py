@@ -13,12 +13,13 @@ the same output at once. `check_writable` proves a folder takes files before the
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import pathlib
 import shutil
 import tempfile
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from babylm_jax.core.storage import rundir
 from babylm_jax.core.storage.atomic import is_leftover
@@ -148,3 +149,37 @@ def remove_temporaries(folder: str | os.PathLike, of: str = "") -> list[pathlib.
     for path in found:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
     return found
+
+
+NEARLY_FULL_BYTES = 16 * 2**20  # a short write on a disk with less room than this is the full disk
+
+
+def is_full_disk(error: BaseException, folder: str | os.PathLike) -> bool:
+    """Whether `error` is the disk of `folder` filling up: ENOSPC, or a short write (numpy's "N requested and
+    M written", with no errno) on a disk left with almost no room."""
+    if getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error):
+        return True
+    return isinstance(error, OSError) and "written" in str(error) and free_bytes(folder) < NEARLY_FULL_BYTES
+
+
+def free_bytes(folder: str | os.PathLike) -> int:
+    """The free space of the disk `folder` is (or will be) on."""
+    path = pathlib.Path(folder)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+@contextlib.contextmanager
+def full_disk_errors(folder: str | os.PathLike, what: str, needed: Callable[[], str], fix: str) -> Iterator[None]:
+    """A full disk while the block writes `what` under `folder` becomes one line (OSError ENOSPC) naming the
+    folder, the space it needs (`needed()`, e.g. "about 12.0 MB", worked out only then), the space free and `fix`."""
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - writers report a full disk in their own types (SafetensorError)
+        if not is_full_disk(error, folder):
+            raise
+        full = OSError(f"no space left for {what} in {folder}: it needs {needed()} and "
+                       f"{free_bytes(folder) / 1e6:,.1f} MB are free; {fix}")
+        full.errno = errno.ENOSPC  # said without "[Errno 28]"
+        raise full from None

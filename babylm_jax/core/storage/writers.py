@@ -9,7 +9,8 @@ summary. A resumed run continues the same TensorBoard folder (`<workdir>/tensorb
 after the resumed step dropped as metrics.jsonl drops its records) and the same W&B run (its
 id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again); W&B's own files
 go to `$WANDB_DIR/wandb` when it is set, else `<workdir>/wandb`. Only process 0 writes. A writer
-whose package is missing, or an online W&B run without credentials, is refused before any work.
+whose package is missing, an online W&B run without credentials or a server that answers, or a
+WANDB_MODE that W&B does not take, is refused before any work.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import json
 import os
 import pathlib
 import secrets
+import threading
 import time
 from typing import Any, Mapping, Protocol, Sequence
 
@@ -64,11 +66,25 @@ def chosen_writers(names: Sequence[str]) -> tuple[str, ...]:
     return ("jsonl", *[n for n in dict.fromkeys(names) if n != "jsonl"])
 
 
-def check_wandb_login(names: Sequence[str], mode: str) -> None:
-    """For an online W&B run (`train.writers` `names`, `train.wandb.mode`): ValueError, before any work,
-    when W&B finds no API key (wandb.init would raise it after the data is prepared). At a terminal
-    W&B asks for the key itself."""
-    if "wandb" not in chosen_writers(names) or mode != "online":
+# W&B's own WANDB_MODE values (wandb.Settings.mode); ours, train.wandb.mode, are WANDB_MODES.
+WANDB_ENV_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
+WANDB_REACH_TIMEOUT_S = 5.0
+_OFFLINE_HINT = "or log offline with --config.train.wandb.mode=offline and `wandb sync` later"
+
+
+def check_wandb_ready(names: Sequence[str], mode: str) -> None:
+    """For a run that logs to W&B (`train.writers` `names`, `train.wandb.mode`): ValueError, before any
+    work, when the environment variable WANDB_MODE is not a W&B mode, and for an online run when W&B
+    finds no API key or its server does not answer within WANDB_REACH_TIMEOUT_S (wandb.init would fail
+    after the data is prepared, an unreachable server after minutes). At a terminal W&B asks for the key itself."""
+    if "wandb" not in chosen_writers(names):
+        return
+    env_mode = os.environ.get("WANDB_MODE")
+    if env_mode is not None and env_mode not in WANDB_ENV_MODES:
+        raise ValueError(f"environment variable WANDB_MODE={env_mode!r} is not a W&B mode (one of "
+                         f"{', '.join(WANDB_ENV_MODES)}): unset it (config key train.wandb.mode chooses the mode) "
+                         "or set it to one of them")
+    if mode != "online":
         return
     import wandb
 
@@ -76,8 +92,33 @@ def check_wandb_login(names: Sequence[str], mode: str) -> None:
         wandb.login(verify=False)
     except wandb.errors.UsageError:
         raise ValueError("config key train.wandb.mode='online' needs a W&B API key (run `wandb login` or set "
-                         "WANDB_API_KEY), or log offline with --config.train.wandb.mode=offline and "
-                         "`wandb sync` later") from None
+                         f"WANDB_API_KEY), {_OFFLINE_HINT}") from None
+    base_url = os.environ.get("WANDB_BASE_URL") or wandb.Settings().base_url
+    problem = wandb_server_problem(base_url, WANDB_REACH_TIMEOUT_S)
+    if problem:
+        raise ValueError(f"config key train.wandb.mode='online': the W&B server at {base_url} {problem}; check the "
+                         f"network, WANDB_BASE_URL and the API key, {_OFFLINE_HINT}")
+
+
+def wandb_server_problem(base_url: str, timeout_s: float) -> str | None:
+    """Why the W&B server at `base_url` did not say who the API key belongs to within `timeout_s` (its
+    retries and a name lookup included), in words; None when it did."""
+    import wandb
+
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            wandb.Api(timeout=timeout_s, overrides={"base_url": base_url}).viewer  # noqa: B018 - the request
+            outcome.append(None)
+        except Exception as error:  # noqa: BLE001 - W&B's and requests' errors alike: said in one line
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            outcome.append(f"did not answer as W&B does ({type(error).__name__}: {first})")
+
+    thread = threading.Thread(target=ask, name=f"W&B at {base_url}", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 1.0)
+    return outcome[0] if outcome else f"did not answer within {timeout_s:g} s"
 
 
 def scalars_of(record: Mapping[str, Any]) -> dict[str, float]:

@@ -9,9 +9,10 @@ writes (hidden folders such as `.cache/` are skipped), or a folder written by
 pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
-sorted list of files); `corpus_files` names each file as it is known wherever the corpus lies (its path
-under its source's root) with its size and sha256: the identity of the corpus for its caches and for a
-resume, never its place or its files' dates; `iter_raw_documents` streams (source index, text) in that fixed order;
+sorted list of files; what a folder's walk skips or follows is said once per kind); `corpus_files` names
+each file as it is known wherever the corpus lies (its path under its source's root) with its size and
+sha256: the identity of the corpus for its caches and for a resume, never its place or its files' dates;
+`iter_raw_documents` streams (source index, text) in that fixed order;
 `core.reading.text.normalize_document` applies `data.normalize`. Bad input (undecodable bytes, malformed JSON,
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
 the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
@@ -24,6 +25,7 @@ import dataclasses
 import gzip
 import json
 import logging
+import os
 import pathlib
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -100,20 +102,28 @@ def _saved_dataset_files(folder: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _directory_files(root: pathlib.Path) -> list[pathlib.Path]:
-    """Corpus files under `root`, sorted; hidden folders skipped; save_to_disk folders in their own order."""
+    """Corpus files under `root`, sorted; save_to_disk folders in their own order. Hidden files and
+    folders, links to folders, links that lead nowhere and files of other kinds are skipped, and links
+    to files read as their targets: each said once, with a count and an example (`_say_walk`)."""
     if (root / "dataset_dict.json").is_file() or (root / "state.json").is_file():
         return _saved_dataset_files(root)
     saved = sorted(p.parent for p in root.rglob("state.json") if (p.parent / "dataset_info.json").is_file())
-    files = []
+    files, said = [], {}
     for p in sorted(root.rglob("*")):
         relative = p.relative_to(root).parts
-        if any(part.startswith(".") for part in relative[:-1]) or not p.is_file() or not _suffix(p):
+        if any(part.startswith(".") for part in relative[:-1]):
+            continue  # inside a hidden folder, said as that folder
+        kind = _walk_kind(p, saved)
+        if kind:
+            said.setdefault(kind, []).append(p)
+        if (kind and kind != LINKED_FILES) or p.is_dir() or not _suffix(p):
             continue
         if _suffix(p) == ".arrow" and any(folder in p.parents for folder in saved):
             continue  # read below, in the order of its state.json
         files.append(p)
     for folder in saved:
         files += _saved_dataset_files(folder)
+    _say_walk(root, said)
     return files
 
 
@@ -130,6 +140,46 @@ def corpus_files(sources: list[Source], hashes: FileHashes) -> dict[str, dict]:
     """Each corpus file, in reading order, by name (`file_name`): its bytes and sha256, streamed where
     `hashes` does not know the file unchanged in place."""
     return {file_name(source, path): hashes.record(path) for source in sources for path in source.files}
+
+
+LINKED_FILES = "links to files, read as the files they point to"  # the one kind the walk follows
+_SAVED_DATASET_FILES = ("state.json", "dataset_info.json", "dataset_dict.json")
+
+
+def _walk_kind(path: pathlib.Path, saved: list[pathlib.Path]) -> str | None:
+    """What the corpus walk does with `path` when it is not a plain corpus file or folder, in words; else None."""
+    if path.name.startswith("."):
+        return "hidden folders" if path.is_dir() else "hidden files"
+    if path.is_symlink():
+        if not path.exists():
+            return "links that lead nowhere (broken, or a loop)"
+        if path.is_dir():
+            return "links to folders, not followed (name such a folder in data.paths to read it)"
+    if path.is_dir():
+        return None
+    if not path.is_file():
+        return "entries that are not files (pipes, sockets, devices)"
+    if not _suffix(path):
+        if path.name in _SAVED_DATASET_FILES and any(path.parent in (folder, folder.parent) for folder in saved):
+            return None  # a save_to_disk folder's own record (dataset_dict.json: of the folder of its splits)
+        return f"files of kinds the reader does not take (it reads {'/'.join(SUFFIXES)})"
+    return LINKED_FILES if path.is_symlink() else None
+
+
+_said_walks: set[tuple[str, str]] = set()  # (folder, kind): one line each, however often the folder is listed
+
+
+def _say_walk(root: pathlib.Path, said: dict[str, list[pathlib.Path]]) -> None:
+    for kind, paths in said.items():
+        if (str(root), kind) in _said_walks:
+            continue
+        _said_walks.add((str(root), kind))
+        example = paths[0].relative_to(root)
+        if paths[0].is_symlink():
+            example = f"{example} -> {os.readlink(paths[0])}"
+        verb = "followed" if kind == LINKED_FILES else "skipped"
+        logging.warning("%s: %s %s %s; e.g. %s", root, verb, f"{len(paths):,}", kind, example)
+
 
 
 class _BadLines:

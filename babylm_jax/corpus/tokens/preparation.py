@@ -13,11 +13,12 @@ names them: the other processes of a multi-process run open the prepared caches 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import shutil
 
-from babylm_jax.core.storage import rundir
+from babylm_jax.core.storage import outputs, rundir
 from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json
 from babylm_jax.core.reading.jsonl import read_json
 from babylm_jax.corpus.counting import budget
@@ -28,6 +29,7 @@ from babylm_jax.corpus.counting.cache_keys import CACHE_VERSION, fingerprint, to
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.counting.corpus_cache import CorpusCache, count_corpus
+from babylm_jax.corpus.counting.sources import list_sources
 from babylm_jax.core.registries.families import family_spec
 from babylm_jax.core.host.progress import StageTimes
 from babylm_jax.corpus.tokens.token_cache import TokenCache, cache_problem, tokenize_corpus
@@ -88,15 +90,29 @@ def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: Tokenize
     return directory
 
 
-def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str) -> None:
-    """Copies the tokenizer to <workdir>/tokenizer/ unless the same one is already there."""
+def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str, tokenizer: Tokenizer) -> None:
+    """Copies the tokenizer to <workdir>/tokenizer/ unless the same one is already there; a tokenizer
+    of other settings there is replaced with a line naming the old and the new one."""
     target = workdir / rundir.TOKENIZER
     stamp = target / "fingerprint.txt"
     if stamp.exists() and stamp.read_text() == key:
         return
+    if target.exists():
+        print(f"tokenizer: {target} held {_described(target)} prepared with other data.tokenizer or "
+              f"model.vocab_size settings; replaced by this run's {tokenizer.kind} tokenizer of "
+              f"{tokenizer.vocab_size:,} ids (set those keys as before to keep the old one)", flush=True)
     with atomic_dir(target, replace=True) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
         (tmp / "fingerprint.txt").write_text(key)
+
+
+def _described(directory: pathlib.Path) -> str:
+    """'a bpe tokenizer of 4,000 ids' as `directory`'s tokenizer.json says, or what is wrong with it."""
+    try:
+        meta = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+        return f"a {meta['kind']} tokenizer of {meta['vocab_size']:,} ids"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"a tokenizer that could not be read ({type(error).__name__}: {error})"
 
 
 def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes | None = None) -> PreparedCorpus:
@@ -105,8 +121,24 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     Reads `run.data`, and of `run.model` the vocabulary size and the family (the documents' framing).
     Each stage's wall time is added to `times`.
     """
-    times = times or StageTimes()
     workdir = pathlib.Path(workdir)
+    with outputs.full_disk_errors(workdir, "the prepared data", lambda: _prepared_size(run.data),
+                                  "free some space (or give a --workdir on another disk) and run the same command: "
+                                  "the shards already done are kept"):
+        return _prepare_corpus(run, workdir, times or StageTimes())
+
+
+PREPARED_PER_CORPUS_BYTE = 3  # a normalised copy of the text (shards) and its token ids, measured ~2.6
+
+
+def _prepared_size(data_config: DataConfig) -> str:
+    """What prepare writes for `data_config`'s corpus, roughly, in words."""
+    corpus_bytes = sum(f.stat().st_size for source in list_sources(data_config) for f in source.files)
+    return (f"about {corpus_bytes * PREPARED_PER_CORPUS_BYTE / 1e6:,.1f} MB ({PREPARED_PER_CORPUS_BYTE} times the "
+            f"corpus's {corpus_bytes / 1e6:,.1f} MB; less for what is already prepared)")
+
+
+def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes) -> PreparedCorpus:
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
@@ -131,7 +163,7 @@ def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes
     check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
     with times.stage("tokenise"):
         tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
-    _publish_tokenizer(tokenizer_dir, workdir, key)
+    _publish_tokenizer(tokenizer_dir, workdir, key, tokenizer)
     atomic_write_json(workdir / rundir.PREPARED, {
         "settings": _settings_key(run), "corpus": corpus.root.name, "shards": len(corpus.shard_dirs),
         "tokenizer": tokenizer_dir.name, "tokens": tokens.directory.name})

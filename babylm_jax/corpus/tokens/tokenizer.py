@@ -13,6 +13,7 @@ import collections
 import io
 import json
 import os
+import re
 import pathlib
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -453,6 +454,15 @@ def word_tokenizer_from_counts(
     return WordTokenizer(characters + words[:room], byte_fallback)
 
 
+def _sentencepiece_fix(message: str) -> str:
+    """The way on from a SentencePiece training error: its vocabulary too large for the text, or else too small."""
+    most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", message)
+    if most:
+        return (f"The text it trained on holds at most {most.group(1)} pieces: set model.vocab_size to at most "
+                f"{most.group(1)}, or give it more text (data.tokenizer.training_sentences, a larger corpus)")
+    return "Lower data.tokenizer.character_coverage or raise model.vocab_size."
+
+
 def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
     check_vocab_room(required, vocab_size, reserved_ids(config.byte_fallback))
     # radicals and parts as user symbols: pieces of their own, never merged into longer pieces
@@ -484,9 +494,6 @@ def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_si
                 minloglevel=2,
             )
     except RuntimeError as e:
-        raise ValueError(
-            f"SentencePiece training failed for data.tokenizer.kind={config.kind!r}, "
-            f"model.vocab_size={vocab_size}: {e}. Lower data.tokenizer.character_coverage or raise "
-            "model.vocab_size."
-        ) from e
+        raise ValueError(f"SentencePiece training failed for data.tokenizer.kind={config.kind!r}, "
+                         f"model.vocab_size={vocab_size}: {e}. {_sentencepiece_fix(str(e))}") from e
     return SentencePieceTokenizer(model.getvalue(), config.kind, bool(config.byte_fallback))

@@ -24,6 +24,7 @@ from jax._src.lib import cuda_versions
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import MeshConfig
+from babylm_jax.core.storage import outputs
 from babylm_jax.core.storage.atomic import atomic_write_text
 from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
@@ -101,7 +102,9 @@ def dump(dump_dir: str | None, name: str, text: str) -> str | None:
         return None
     os.makedirs(dump_dir, exist_ok=True)
     path = os.path.join(dump_dir, name)
-    atomic_write_text(path, text)
+    with outputs.full_disk_errors(dump_dir, name, lambda: f"{len(text.encode()) / 1e6:,.1f} MB",
+                                  "free some space or give --dump a folder on another disk"):
+        atomic_write_text(path, text)
     return path
 
 

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.cli import STOP_SIGNALS as SIGNALS, Stopped
+from babylm_jax.config.cli import STOP_SIGNALS as SIGNALS, Stopped, stop_when_safe
 
 AGREE_EVERY_STEPS = 10  # multi-process runs: how often the processes agree on a stop (a host sync)
 
@@ -78,12 +78,13 @@ class StopSignals:
         return Stopped(self.signum, message)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self._count += 1
         if self.signum is None:
             self.signum = signum
-        if not self._deferred:
-            raise Stopped(signum, f"stopped by {signal.Signals(signum).name} before the first training step; "
-                                  "nothing needed saving (run the same command to start again)")
+        if not self._deferred:  # raised at once, or once the setup's XLA compile or import under way has ended
+            stop_when_safe(signum, frame, f"stopped by {signal.Signals(signum).name} before the first "
+                                   "training step; nothing needed saving (run the same command to start again)")
+            return
+        self._count += 1
         if self._count >= 3:  # the user insists: back to the default, which ends the process
             signal.signal(signum, signal.SIG_DFL)
             signal.raise_signal(signum)

@@ -97,7 +97,7 @@ def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh
         )
     writers.chosen_writers(train.writers)  # a writer whose package is missing: before any work
     if jax.process_index() == 0:  # the process that writes: W&B's credentials
-        writers.check_wandb_login(train.writers, train.wandb.mode)
+        writers.check_wandb_ready(train.writers, train.wandb.mode)
     if any(getattr(train.aux_heads, head) > 0 for head in AUX_HEADS):  # the heads' packages
         hanzi_labels.head_sizes()
     return model, mesh, optim.make_train_optimizer(train)
