@@ -194,3 +194,29 @@ def test_a_stop_during_an_import_waits_for_the_module_to_be_whole(tmp_path):
     assert result.returncode == 130, result.stderr[-2000:]
     assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"
     assert (tmp_path / "whole").exists() and "Traceback" not in result.stderr
+
+
+def test_a_signal_sent_three_times_during_a_compile_ends_the_command_at_once():
+    script = ("import os, signal, threading, time\n"
+              "import jax, jax.numpy as jnp\n"
+              "from babylm_jax.config import cli\n"
+              "def deep(x):\n"
+              "    for i in range(600):\n"
+              "        x = jnp.sin(x) @ x + i\n"
+              "    return x\n"
+              "def insist():\n"
+              "    time.sleep(0.2)\n"
+              "    for _ in range(3):\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        time.sleep(0.3)  # apart: signals sent at once are one pending signal\n"
+              "def main(argv):\n"
+              "    lowered = jax.jit(deep).lower(jnp.ones((8, 8)))\n"
+              "    threading.Thread(target=insist, daemon=True).start()\n"
+              "    lowered.compile()\n"
+              "    print('compiled')\n"
+              "cli.Command('demo', 'a command that compiles').run(main)\n")
+    env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 130, result.stderr[-2000:]
+    assert "compiled" not in result.stdout and "Segmentation fault" not in result.stderr
+    assert "SIGINT received 3 times: ending now, in the XLA compile under way" in result.stderr

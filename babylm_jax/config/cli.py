@@ -125,6 +125,7 @@ _XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose c
 _IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
 COMPILE = "the XLA compile under way"
 SAFE_POLL_S = 0.05
+INSISTING = 3  # the same signal this many times during a wait: the process ends at once
 
 
 def unsafe_to_stop(frame: Any) -> str | None:
@@ -146,30 +147,36 @@ def stop_when_safe(signum: int, frame: Any, message: str) -> None:
     under it: a segmentation fault (exit status 139, not 128 + signum); an import left there leaves a half
     initialised module and an ImportError ("initialization failed") that reads as a broken install. So
     the stop waits for them (a compile's wait said in one line on stderr), and a watcher thread sends the
-    signal again once the main thread has left them, where this raises."""
+    signal again once the main thread has left them, where this raises. The same signal INSISTING times
+    ends the process at once, without the interpreter's shutdown (so without the crash), with 128 + signum."""
     busy = unsafe_to_stop(frame)
     if busy is None:
-        _stops_waiting.discard(signum)  # a watcher of this signal has nothing left to send
+        _stops_waiting.pop(signum, None)  # a watcher of this signal has nothing left to send
         raise Stopped(signum, message)
-    if signum in _stops_waiting:  # said again meanwhile: its watcher sends it once
-        return
     name = signal.Signals(signum).name
+    if signum in _stops_waiting:  # said again meanwhile: its watcher sends it once; a third time ends at once
+        _stops_waiting[signum] += 1
+        if _stops_waiting[signum] >= INSISTING:
+            print(f"{name} received {INSISTING} times: ending now, in {busy} (the files written so far are whole; "
+                  "run the same command to start again)", file=sys.stderr, flush=True)
+            os._exit(stop_exit_status(signum))  # no interpreter shutdown, so nothing frees XLA's client under it
+        return
     if busy == COMPILE and not _stops_waiting:
-        print(f"{name} received: stopping once {COMPILE} ends", file=sys.stderr, flush=True)
-    _stops_waiting.add(signum)
+        print(f"{name} received: stopping once {COMPILE} ends (send it {INSISTING} times to end now)",
+              file=sys.stderr, flush=True)
+    _stops_waiting[signum] = 1
     main_thread = threading.main_thread().ident
 
     def send_again_when_safe() -> None:
         while unsafe_to_stop(sys._current_frames().get(main_thread)):
             time.sleep(SAFE_POLL_S)
-        if signum in _stops_waiting:
-            _stops_waiting.discard(signum)
+        if _stops_waiting.pop(signum, None):
             os.kill(os.getpid(), signum)
 
     threading.Thread(target=send_again_when_safe, name=f"{name} when safe", daemon=True).start()
 
 
-_stops_waiting: set[int] = set()  # signals waiting for a compile or an import to end
+_stops_waiting: dict[int, int] = {}  # signal -> times received while waiting for a compile or an import to end
 
 
 def stop_on_signals(on_stop: str) -> None:
