@@ -240,3 +240,22 @@ def test_a_jax_platforms_this_host_lacks_is_named_as_the_environment_variable(tm
                                                      "Unable to initialize backend 'rocm'")
     assert result.stderr.splitlines()[-1].endswith("unset it (JAX then uses the backends this host has) or name one "
                                                    "it has, e.g. cpu")
+
+
+def test_a_stop_wrapped_in_a_library_s_error_still_exits_as_the_stop(capsys):
+    """jax turns an exception raised while it compares pytree metadata into a ValueError of its own: a stop
+    that lands there is still the stop (130 for SIGINT), not a user error (2)."""
+    import signal as signals
+
+    from babylm_jax.config import cli as cli_module
+
+    def work():
+        try:
+            raise cli_module.Stopped(signals.SIGINT, "stopped by SIGINT; nothing half-written is kept")
+        except cli_module.Stopped as stop:
+            raise ValueError("Exception raised while checking equality of metadata fields of pytree") from stop
+
+    with pytest.raises(SystemExit) as exited:
+        cli_module.report_errors("aot", work)
+    assert exited.value.code == 130
+    assert capsys.readouterr().out == "aot: stopped by SIGINT; nothing half-written is kept\n"

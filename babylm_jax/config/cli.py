@@ -106,6 +106,11 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
     try:
         return function(*args)
     except USER_ERRORS as error:
+        stopped = stop_behind(error)
+        if stopped is not None:  # a library wrapped the stop in an error of its own (jax's pytree equality)
+            close_progress_bars()
+            print(f"{command}: {stopped}", flush=True)
+            sys.exit(stopped.exit_status)
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
@@ -119,6 +124,17 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
         sys.exit(stopped.exit_status)
+
+
+def stop_behind(error: BaseException) -> "Stopped | None":
+    """The Stopped that `error` was raised from or during, if any (its __cause__ and __context__ chain)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, Stopped):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 _XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
