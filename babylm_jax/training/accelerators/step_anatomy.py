@@ -12,7 +12,6 @@ that kernels reach: the one constant fitted to measured steps.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections import defaultdict
@@ -310,7 +309,3 @@ def summary(kernels: list[Kernel], gpu: Gpu, efficiency: float, key: str) -> lis
         launches[group] += k.launches
     return sorted(((g, s, launches[g]) for g, s in seconds.items()), key=lambda row: -row[1])
 
-
-def as_json(kernels: list[Kernel], gpu: Gpu, efficiency: float) -> str:
-    rows = [dict(dataclasses.asdict(k), seconds=k.seconds(gpu, efficiency), bound=k.bound(gpu)) for k in kernels]
-    return json.dumps(rows, indent=1)
