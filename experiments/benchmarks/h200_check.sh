@@ -84,21 +84,7 @@ CARRY=$REPO/.h200
 SITE=/tmp/site
 PY=(python3)
 if [ "$DRY" = 1 ]; then
-  # The carried folder as the device would use it: wheels into a fresh --target. The venv here is
-  # Python 3.11, so its own site-packages stands in for the image's packages, with every package the
-  # wheels carry (and jieba, snownlp) hidden: `python -S` and a farm of links to the rest.
-  export JAX_PLATFORMS=cpu
-  SITE=$(mktemp -d /tmp/h200_site.XXXX)
-  BASE=$(mktemp -d /tmp/h200_base.XXXX)
-  VENV_SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  for entry in "$VENV_SITE"/*; do
-    name=$(basename "$entry" | tr 'A-Z-' 'a-z_')
-    case "$name" in
-      ml_collections*|opencc*|portpicker*|importlib_resources*|jieba*|snownlp*|babylm_jax*|__editable__*) ;;
-      *) ln -s "$entry" "$BASE/" ;;
-    esac
-  done
-  PY=(python3 -S)
+  source experiments/benchmarks/h200_dry_site.sh  # the venv less the carried packages, as the image has them
   say "dry run: JAX on the CPU; image packages from $VENV_SITE less the carried ones, wheels into $SITE"
 fi
 export PYTHONPATH=$SITE:$REPO${BASE:+:$BASE}

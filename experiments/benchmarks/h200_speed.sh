@@ -92,20 +92,8 @@ SITE=/tmp/site
 PY=(python3)
 TORCH=(python3)
 if [ "$DRY" = 1 ]; then
-  # As h200_check.sh: the venv's site-packages stands in for the image, less what the wheels carry
-  # (and jieba, snownlp); PyTorch and transformers from a venv of their own.
-  export JAX_PLATFORMS=cpu
-  SITE=$(mktemp -d /tmp/h200_site.XXXX)
-  BASE=$(mktemp -d /tmp/h200_base.XXXX)
-  VENV_SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  for entry in "$VENV_SITE"/*; do
-    name=$(basename "$entry" | tr 'A-Z-' 'a-z_')
-    case "$name" in
-      ml_collections*|opencc*|portpicker*|importlib_resources*|jieba*|snownlp*|babylm_jax*|__editable__*) ;;
-      *) ln -s "$entry" "$BASE/" ;;
-    esac
-  done
-  PY=(python3 -S)
+  # As h200_check.sh: the venv less the carried packages; PyTorch and transformers from a venv of their own.
+  source experiments/benchmarks/h200_dry_site.sh
   TORCH_PY=${TORCH_PY:-/work/torch-venv/bin/python}
   TORCH=("$TORCH_PY")
   [ -x "$TORCH_PY" ] && "$TORCH_PY" -c 'import torch, transformers' 2>/dev/null || TORCH=()
