@@ -140,7 +140,7 @@ def stop_behind(error: BaseException) -> "Stopped | None":
 _XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
 _IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
 COMPILE = "the XLA compile under way"
-SAFE_POLL_S = 0.05
+SAFE_POLL_S = 0.005  # how soon a held stop follows the compile or import it waited for
 INSISTING = 3  # the same signal this many times during a wait: the process ends at once
 
 
