@@ -24,7 +24,7 @@ from absl import flags
 
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.storage import outputs
+from babylm_jax.core import outputs
 
 COMMAND = cli.Command("aot", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/hybrid_100m.py.")
@@ -44,7 +44,7 @@ def main(argv: Sequence[str]) -> bool:
     config = RunConfig.from_config(_CONFIG.value)  # every key checked, once, before the lowering
     if _DUMP.value:
         outputs.check_writable(_DUMP.value, "--dump")  # before the minutes of lowering and compiling
-    from babylm_jax.training.accelerators import aot_report  # the heavy imports, after the options are checked
+    from babylm_jax.training import aot_report  # the heavy imports, after the options are checked
 
     platform = aot_report.check_platform(_PLATFORM.value, config.mesh)
     topology = aot_report.check_topology(_TOPOLOGY.value, config.mesh, platform)

@@ -31,7 +31,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage import outputs, remote, rundir
+from babylm_jax.core import outputs, remote, rundir
 from babylm_jax.eval import session
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings
@@ -102,8 +102,8 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    from babylm_jax.training.checkpoints.loading import load_for_eval  # the heavy import, after the cheap checks
-    from babylm_jax.training.checkpoints.run_config import load_run_config
+    from babylm_jax.training.loading import load_for_eval  # the heavy import, after the cheap checks
+    from babylm_jax.training.run_config import load_run_config
 
     run_log = RunLog(workdir, load_run_config(str(workdir)).train) if settings.log_to_run else None
     metrics = {spec.name: spec.metric for spec in specs}

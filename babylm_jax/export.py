@@ -20,8 +20,8 @@ from typing import Any, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage import outputs, remote, rundir
-from babylm_jax.core.reading.jsonl import read_json
+from babylm_jax.core import outputs, remote, rundir
+from babylm_jax.core.jsonl import read_json
 
 COMMAND = cli.Command("export", __doc__)
 _CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")
@@ -62,7 +62,7 @@ def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_e
     import jax
 
     from babylm_jax.hf import writer
-    from babylm_jax.training.checkpoints.loading import load_for_eval
+    from babylm_jax.training.loading import load_for_eval
 
     loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema, checkpoints_at=checkpoints_at)
     provenance = {

@@ -3,7 +3,7 @@
 Writes <workdir>/budget.json (official jieba word count), trains the tokenizer
 (<workdir>/tokenizer) and tokenises the corpus into the sharded token cache under
 <workdir>/data, all resumable; on a trained workdir it refuses a corpus other than the one the run
-was started from (`corpus.tokens.run_inputs`), as train's resume does. With --data_dir, also writes <workdir>/leakage.json (which
+was started from (`corpus.run_inputs`), as train's resume does. With --data_dir, also writes <workdir>/leakage.json (which
 evaluation items occur in the corpus) and, when hanzi_* folders are there, prints the UNK
 audit. `train` runs the same steps itself when the cache is missing. A user error is one line and
 exit status 2 (`babylm_jax.config.cli`).
@@ -17,16 +17,16 @@ from typing import Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage.atomic import atomic_write_json
-from babylm_jax.core.host.progress import StageTimes
+from babylm_jax.core.atomic import atomic_write_json
+from babylm_jax.core.progress import StageTimes
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import unk_audit
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.tokens import run_inputs
-from babylm_jax.corpus.tokens.preparation import prepare_corpus
-from babylm_jax.core.storage import rundir
-from babylm_jax.core.storage.remote import RunPlace
-from babylm_jax.core.storage.rundir import checkpoint_steps, workdir_lock
+from babylm_jax.corpus import run_inputs
+from babylm_jax.corpus.preparation import prepare_corpus
+from babylm_jax.core import rundir
+from babylm_jax.core.remote import RunPlace
+from babylm_jax.core.rundir import checkpoint_steps, workdir_lock
 
 COMMAND = cli.Command("prepare", __doc__, on_stop="the shards counted and tokenised so far are kept; run the same "
                       "command to go on from them")

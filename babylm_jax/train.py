@@ -18,7 +18,7 @@ from absl import flags, logging
 
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.host import platforms
+from babylm_jax.core import platforms
 
 COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -36,8 +36,8 @@ def main(argv: Sequence[str]) -> dict:
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
     if config.train.deterministic:
         platforms.use_deterministic_ops()  # before the backend starts (XLA reads its flags once, then)
-    from babylm_jax.training.accelerators import backend  # the heavy imports, after the options are checked
-    from babylm_jax.training.loop import preemption, trainer
+    from babylm_jax.training import backend  # the heavy imports, after the options are checked
+    from babylm_jax.training import preemption, trainer
 
     print(f"train: {backend.describe_backend(config)}", flush=True)
     notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work

@@ -26,9 +26,9 @@ import time
 from typing import Iterable, Sequence
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.storage.atomic import atomic_write_json
+from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.config.files import load_config_file
-from babylm_jax.corpus.tokens.preparation import prepare_corpus
+from babylm_jax.corpus.preparation import prepare_corpus
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.tasks import registry as tasks
 

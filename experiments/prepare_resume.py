@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 sys.path.insert(0, str(ROOT / "experiments" / "benchmarks"))
 from prepare_scale import git_commit, output_pieces, prepare_command  # noqa: E402
-from babylm_jax.core.storage.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
 
 BAR = re.compile(r"^(?P<stage>[^:]+):\s+(?P<percent>\d+)%")
 COMPARED = ("budget.json", "leakage.json", "tokenizer", "data")

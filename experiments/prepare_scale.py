@@ -46,9 +46,9 @@ import pyarrow.parquet as pq
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments" / "benchmarks"))
-from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_json, atomic_write_text  # noqa: E402
-from babylm_jax.core.reading.text import Normalizer, normalize_document  # noqa: E402
-from babylm_jax.corpus.counting import builtin, words  # noqa: E402
+from babylm_jax.core.atomic import atomic_dir, atomic_write_json, atomic_write_text  # noqa: E402
+from babylm_jax.core.text import Normalizer, normalize_document  # noqa: E402
+from babylm_jax.corpus import builtin, words  # noqa: E402
 
 SENTENCE_END = re.compile(r"(?<=[。！？；!?\n])")
 SAMPLE_INTERVAL_S = 0.2

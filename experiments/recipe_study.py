@@ -6,7 +6,7 @@
 Every row is `python -m babylm_jax.train --config FILE --config.k=v ...` then
 `python -m babylm_jax.evaluate ... --tasks zhoblimp` (all 35,400 pairs), run as
 subprocesses exactly as a user would. The budget is compute, not wall time (shared
-machines vary 5x with load): training FLOPs = tokens x `training.metrics.flops.train_flops_per_token`,
+machines vary 5x with load): training FLOPs = tokens x `training.flops.train_flops_per_token`,
 checked before a row starts. Each finished row is appended to `<out>/study.jsonl` (rerunning
 skips it) and the table is rewritten to `<out>/study.md`, with the wall minutes and the
 load average around the run.
@@ -21,10 +21,10 @@ import subprocess
 import sys
 import time
 
-from babylm_jax.core.storage.atomic import atomic_write_text
+from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.metrics import flops
+from babylm_jax.training import flops
 
 BASE = "configs/base.py"
 MLM = "configs/base_mlm.py"

@@ -32,8 +32,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from recipe_study import planned_tflop, resolved_config  # noqa: E402  (as the recipe study resolves and counts)
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.core.storage.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.training.metrics import flops  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
+from babylm_jax.training import flops  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TASKS = ("zhoblimp", "hanzi_structure", "hanzi_pinyin")
@@ -77,7 +77,7 @@ def eval_data(out: pathlib.Path, data_dir: str) -> pathlib.Path:
 
 
 def _matmul_peak_gflops() -> float:
-    from babylm_jax.training.metrics.peaks import measure_matmul_peak  # imports jax: only when a cell runs
+    from babylm_jax.training.peaks import measure_matmul_peak  # imports jax: only when a cell runs
 
     return round(measure_matmul_peak(n=1024, repeats=3) / 1e9, 1)
 

@@ -11,8 +11,8 @@ import sys
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.counting import sources
-from babylm_jax.training.loop import trainer
+from babylm_jax.corpus import sources
+from babylm_jax.training import trainer
 
 
 def main() -> None:

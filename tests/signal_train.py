@@ -11,7 +11,7 @@ import signal
 import sys
 
 from babylm_jax import train
-from babylm_jax.training.loop import run as run_lib
+from babylm_jax.training import run as run_lib
 
 
 def main() -> None:

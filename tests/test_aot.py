@@ -8,7 +8,7 @@ from fixtures.cli import user_error
 from babylm_jax import aot as aot_cli
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.accelerators import aot_report
+from babylm_jax.training import aot_report
 
 HAS_CUDA_PLUGIN = importlib.util.find_spec("jax_cuda12_plugin") is not None
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None

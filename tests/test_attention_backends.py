@@ -1,4 +1,4 @@
-"""Attention backends are one table (`core.registries.attention_backends`): each entry's kernel imports, the
+"""Attention backends are one table (`core.attention_backends`): each entry's kernel imports, the
 config checks `model.attention` against the table, and a fixture backend added by one entry
 (its kernel below) runs a model exactly as "reference" does."""
 import flax.linen as nn
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.core.registries import attention_backends
-from babylm_jax.core.registries.attention_backends import AttentionBackend
+from babylm_jax.core import attention_backends
+from babylm_jax.core.attention_backends import AttentionBackend
 from babylm_jax.model import attention
 from babylm_jax.model.transformer import Transformer
 

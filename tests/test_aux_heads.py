@@ -14,12 +14,12 @@ from conftest import tiny_config  # noqa: E402
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax import train  # noqa: E402
-from babylm_jax.corpus.hanzi import hanzi_labels, hanzi_lexicon  # noqa: E402
+from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
 from babylm_jax.config.training import AUX_HEADS  # noqa: E402
-from babylm_jax.corpus.hanzi.hanzi_labels import IGNORE  # noqa: E402
+from babylm_jax.corpus.hanzi_labels import IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
-from babylm_jax.training.checkpoints import loading  # noqa: E402
-from babylm_jax.training.loop import trainer  # noqa: E402
+from babylm_jax.training import loading  # noqa: E402
+from babylm_jax.training import trainer  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 
 PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时"]
@@ -98,8 +98,8 @@ def test_positions_follow_the_language_model_or_the_input():
 def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train) is None  # base.py: every weight 0
-    from babylm_jax.training.step.state import boxed_init_fn, build_model
-    from babylm_jax.training.step import optim
+    from babylm_jax.training.state import boxed_init_fn, build_model
+    from babylm_jax.training import optim
     plain_run = RunConfig.from_config(config)
     model, optimizer = build_model(plain_run.model), optim.make_train_optimizer(plain_run.train)
     plain = boxed_init_fn(plain_run, model, optimizer)(jax.random.key(0)).params

@@ -95,7 +95,7 @@ def test_a_gpu_recipe_on_a_cpu_backend_is_refused_unless_asked(capsys, tmp_path)
 
 
 def test_bf16_on_a_cpu_backend_is_a_notice_and_a_plain_config_says_nothing():
-    from babylm_jax.training.accelerators import backend
+    from babylm_jax.training import backend
 
     assert backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py")), allow_cpu=False) is None
     notice = backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py",

@@ -5,9 +5,9 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.accelerators import compiled
-from babylm_jax.training.metrics import step_logger
-from babylm_jax.training.loop import trainer
+from babylm_jax.training import compiled
+from babylm_jax.training import step_logger
+from babylm_jax.training import trainer
 
 
 def test_curriculum_lengths_are_those_still_ahead_in_order():

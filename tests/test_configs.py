@@ -9,8 +9,8 @@ import pytest
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training.step import curricula, optim
-from babylm_jax.training.step.state import abstract_state
+from babylm_jax.training import curricula, optim
+from babylm_jax.training.state import abstract_state
 
 CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"
 CONFIG_FILES = sorted(p for p in CONFIG_DIR.glob("*.py") if p.stem != "eval")  # eval.py: test_eval_settings.py

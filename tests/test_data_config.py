@@ -5,10 +5,10 @@ import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.files import load_config_file
-from babylm_jax.corpus.counting import cache_keys
-from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus import cache_keys
+from babylm_jax.corpus import preparation
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 from fixtures.data import synthetic
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "configs").glob("*.py"))
@@ -100,7 +100,7 @@ def test_cache_keys_unchanged_for_the_same_settings():
 
 
 def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):
-    from babylm_jax.training.loop import trainer
+    from babylm_jax.training import trainer
 
     config = synthetic.tiny_config(tmp_path / "no_corpus_needed")
     config.data.packing = "fist_fit"

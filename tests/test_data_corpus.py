@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from babylm_jax.corpus.counting import builtin
-from babylm_jax.corpus.counting import sources as corpus
+from babylm_jax.corpus import builtin
+from babylm_jax.corpus import sources as corpus
 from babylm_jax.config.data import DataConfig
-from babylm_jax.core.reading.text import Normalizer
+from babylm_jax.core.text import Normalizer
 from fixtures.data import synthetic
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.tasks import leakage
-from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus import preparation
 from babylm_jax.config.data import DataConfig
 from fixtures.data import synthetic
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.counting import budget
-from babylm_jax.corpus.counting import sources as corpus
-from babylm_jax.corpus.batches import packing
-from babylm_jax.corpus.batches import pipeline
-from babylm_jax.corpus.tokens import preparation
-from babylm_jax.corpus.tokens import token_cache
-from babylm_jax.corpus.counting import words
+from babylm_jax.corpus import budget
+from babylm_jax.corpus import sources as corpus
+from babylm_jax.corpus import packing
+from babylm_jax.corpus import pipeline
+from babylm_jax.corpus import preparation
+from babylm_jax.corpus import token_cache
+from babylm_jax.corpus import words
 from fixtures.data import synthetic
 
 
@@ -42,7 +42,7 @@ def test_budget_equals_direct_jieba_count(prepared, corpus_dir):
 def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
     import jieba
 
-    from babylm_jax.corpus.counting import corpus_cache
+    from babylm_jax.corpus import corpus_cache
     from babylm_jax.config.data import DataConfig
 
     raw = ["小猫在  睡觉。\n\n  它很累。 ", "   ", "今天天气很好", "他说：  “好的”\t"]
@@ -71,7 +71,7 @@ def test_words_raw_is_the_official_rule_on_documents_as_read(tmp_path):
 def test_counted_corpus_reports_its_budget_without_jieba(tmp_path, monkeypatch):
     """A prepared workdir's budget comes from its counted shards: train on a machine without jieba
     (the H200 image: experiments/benchmarks/h200_check.sh) reports the same counts."""
-    from babylm_jax.corpus.counting import corpus_cache
+    from babylm_jax.corpus import corpus_cache
     from babylm_jax.config.data import DataConfig
 
     (tmp_path / "corpus").mkdir()

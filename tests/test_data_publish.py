@@ -1,7 +1,7 @@
 """The workdir's tokenizer follows the config: a new tokenizer replaces the old one, with a line."""
 import types
 
-from babylm_jax.corpus.tokens import preparation
+from babylm_jax.corpus import preparation
 
 
 def test_a_changed_tokenizer_replaces_the_published_one(tmp_path, capsys):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from babylm_jax.config.data import TokenizerConfig
-from babylm_jax.core.registries.vocab import Framing
-from babylm_jax.corpus.tokens import token_cache
-from babylm_jax.corpus.counting import words
-from babylm_jax.corpus.tokens import tokenizer as tok
+from babylm_jax.core.vocab import Framing
+from babylm_jax.corpus import token_cache
+from babylm_jax.corpus import words
+from babylm_jax.corpus import tokenizer as tok
 from babylm_jax.tasks import unk_audit
 from fixtures.data import synthetic
 

@@ -16,8 +16,8 @@ from fixtures.run import make_run
 from babylm_jax import evaluate, export, prepare
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
-from babylm_jax.training.checkpoints import disk_space
-from babylm_jax.training.loop import trainer
+from babylm_jax.training import disk_space
+from babylm_jax.training import trainer
 
 pytestmark = pytest.mark.slow  # each test trains a run or prepares a corpus to fill a disk
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -131,7 +131,7 @@ def test_export_and_evaluate_on_a_full_disk_say_where_how_much_and_what_to_do(ca
 
 
 def test_an_aot_dump_on_a_full_disk_says_where_and_how_much(tmp_path):
-    from babylm_jax.training.accelerators import aot_report
+    from babylm_jax.training import aot_report
 
     with _small_disk(tmp_path, "64k") as disk:
         with pytest.raises(OSError, match=r"^no space left for train_step_32.tpu.hlo.txt in .*/disk/dump: it needs "

@@ -10,7 +10,7 @@ from babylm_jax import evaluate
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import results
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training.checkpoints.loading import load_for_eval
+from babylm_jax.training.loading import load_for_eval
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"
@@ -70,7 +70,7 @@ def test_a_failing_figure_leaves_no_results_file(tmp_path):
 @pytest.mark.slow
 def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     import configs.base
-    from babylm_jax.training.loop import trainer
+    from babylm_jax.training import trainer
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()

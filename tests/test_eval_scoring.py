@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.registries.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
 from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer

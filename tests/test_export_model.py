@@ -13,8 +13,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from babylm_jax.core.registries.families import family_spec  # noqa: E402
-from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib  # noqa: E402
+from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402

@@ -8,9 +8,9 @@ import pytest
 tokenizers = pytest.importorskip("tokenizers")
 
 from babylm_jax.config.data import TokenizerConfig  # noqa: E402
-from babylm_jax.corpus.counting import builtin  # noqa: E402
-from babylm_jax.core.registries.families import family_spec  # noqa: E402
-from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib  # noqa: E402
+from babylm_jax.corpus import builtin  # noqa: E402
+from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
 RARE = [

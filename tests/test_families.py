@@ -1,4 +1,4 @@
-"""Model families are one registry (`core.registries.families`): the built-in entries hold the facts the
+"""Model families are one registry (`core.families`): the built-in entries hold the facts the
 package used to spread over seven tables, and a fixture family added by one entry and its
 objective trains, scores minimal pairs and exports."""
 import dataclasses
@@ -13,18 +13,18 @@ from conftest import tiny_config
 
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.registries import families
-from babylm_jax.core.registries.families import ENCODER, MASKED_LM, FamilySpec, family_spec
-from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
+from babylm_jax.core import families
+from babylm_jax.core.families import ENCODER, MASKED_LM, FamilySpec, family_spec
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import runner
 from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training.checkpoints import loading
-from babylm_jax.training.metrics import flops
-from babylm_jax.training.loop import trainer
+from babylm_jax.training import loading
+from babylm_jax.training import flops
+from babylm_jax.training import trainer
 
 HF_DIR = pathlib.Path(hf_config.__file__).parent
 PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
+from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.config.files import load_config_file
 from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
 from babylm_jax.eval import runner

@@ -1,4 +1,4 @@
-"""Analytic FLOPs per token (training/metrics/flops.py) against a hand count and the model's own matmuls.
+"""Analytic FLOPs per token (training/flops.py) against a hand count and the model's own matmuls.
 
 Convention: a multiply-add is 2 FLOPs; training = 3 x forward (forward, backward for
 activations, backward for weights); forward per token = the weight matmuls + the tied output
@@ -17,7 +17,7 @@ from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training.metrics import flops, metrics_file, peaks, step_logger
+from babylm_jax.training import flops, metrics_file, peaks, step_logger
 
 # A small config: d 32, 2 layers, 2 heads, FFN 64, vocabulary 100, rows of 16 tokens.
 D, N, F, V, L = 32, 2, 64, 100, 16

@@ -11,8 +11,8 @@ import pytest
 import scipy.io
 import scipy.stats
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
+from babylm_jax.core.families import family_spec
+from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.eval.fmri import cogbench, encoding, features, ridge
 from babylm_jax.tools import fmri_synth
 from babylm_jax.config.evaluation import EvalSettings, default_settings

@@ -6,9 +6,9 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.tokens import preparation
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
+from babylm_jax.corpus import preparation
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval.finetune import clue
 from babylm_jax.eval.fmri import features
 from babylm_jax.eval.zero_shot import minimal_pairs

@@ -18,9 +18,9 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
-from babylm_jax.training.step import optim
-from babylm_jax.training.step import train_step
-from babylm_jax.training.step.state import boxed_init_fn, build_model
+from babylm_jax.training import optim
+from babylm_jax.training import train_step
+from babylm_jax.training.state import boxed_init_fn, build_model
 
 GOLDEN = pathlib.Path(__file__).parent / "fixtures" / "golden_step.json"
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))

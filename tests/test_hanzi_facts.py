@@ -8,10 +8,10 @@ pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.tools import hanzi_facts
-from babylm_jax.corpus.hanzi import hanzi_lexicon
+from babylm_jax.corpus import hanzi_lexicon
 from babylm_jax.tasks import leakage
-from babylm_jax.corpus.tokens import preparation
-from babylm_jax.corpus.counting import words  # noqa: E402
+from babylm_jax.corpus import preparation
+from babylm_jax.corpus import words  # noqa: E402
 from babylm_jax.config.data import DataConfig  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 from fixtures.data import synthetic  # noqa: E402

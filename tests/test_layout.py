@@ -80,7 +80,7 @@ def test_prepared_clue_rows_with_bad_labels_name_file_and_line(tmp_path):
 def test_leakage_and_unk_audit_read_the_official_layout():
     from babylm_jax.tasks import leakage
     from babylm_jax.tasks import unk_audit
-    from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
+    from babylm_jax.corpus.tokenizer import CharTokenizer
 
     official = set(leakage.iter_eval_items(OFFICIAL))
     ours = {item for item in set(leakage.iter_eval_items(FIXTURES / "clue")) | set(leakage.iter_eval_items(

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.corpus.tokens.tokenizer import CharTokenizer
+from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import runner
 from babylm_jax.tasks import registry as tasks

@@ -16,9 +16,9 @@ import pytest
 from fixtures.data import synthetic
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.storage import rundir
-from babylm_jax.corpus.counting import cache_integrity, corpus_cache
-from babylm_jax.corpus.tokens import preparation, token_cache
+from babylm_jax.core import rundir
+from babylm_jax.corpus import cache_integrity, corpus_cache
+from babylm_jax.corpus import preparation, token_cache
 
 
 def copied(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
@@ -62,7 +62,7 @@ def test_a_copied_workdir_and_corpus_prepare_nothing_again(prepared_elsewhere, t
 
 @pytest.mark.slow
 def test_a_copied_workdir_and_corpus_train_with_nothing_counted(prepared_elsewhere, tmp_path, monkeypatch, capsys):
-    from babylm_jax.training.loop import trainer
+    from babylm_jax.training import trainer
 
     corpus, _ = prepared_elsewhere
     there = copied(corpus.parent, tmp_path / "there")

@@ -13,8 +13,8 @@ from babylm_jax.config import training as train_schema
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.eval.finetune import classifier
-from babylm_jax.training.step import optim
-from babylm_jax.training.step.state import build_model
+from babylm_jax.training import optim
+from babylm_jax.training.state import build_model
 
 
 def train_config(**overrides) -> TrainConfig:

@@ -25,8 +25,8 @@ from fixtures.run import make_run
 
 from babylm_jax import aot, evaluate, export, prepare, train
 from babylm_jax.config import cli
-from babylm_jax.core.storage import atomic, outputs
-from babylm_jax.core.storage.rundir import workdir_lock
+from babylm_jax.core import atomic, outputs
+from babylm_jax.core.rundir import workdir_lock
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import tiny_config
 
-from babylm_jax.core.host import platforms
+from babylm_jax.core import platforms
 
 REPO = pathlib.Path(__file__).parents[1]
 LIBTPU_LINES = ("libtpu", "TPU_", "E0000", "InitGoogle")  # what libtpu prints when it starts on a CPU host
@@ -54,7 +54,7 @@ DETERMINISTIC_SCRIPT = """
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import jax
-from babylm_jax.core.host import platforms
+from babylm_jax.core import platforms
 assert not platforms.backend_started()
 platforms.use_deterministic_ops()
 platforms.use_deterministic_ops()  # once is enough: the flag is not repeated
@@ -118,7 +118,7 @@ def test_the_train_line_on_determinism_says_where_and_the_cost(monkeypatch):
     import jax
 
     from babylm_jax.config.schema import RunConfig
-    from babylm_jax.training.accelerators import backend
+    from babylm_jax.training import backend
 
     config = tiny_config(pathlib.Path("corpus"))
     for platform, deterministic, expected in [

@@ -14,7 +14,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training.loop import trainer
+from babylm_jax.training import trainer
 
 SMALL = ModelConfig(vocab_size=40, d_model=32, num_layers=2, num_heads=2, d_ff=48, max_len=16, dtype="bfloat16")
 

@@ -6,7 +6,7 @@ from fixtures.data import synthetic
 from fixtures.scripts import load_script
 
 from babylm_jax.config.data import DataConfig
-from babylm_jax.corpus.counting import sources, words
+from babylm_jax.corpus import sources, words
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from babylm_jax.core.host.progress import StageTimes, elapsed
+from babylm_jax.core.progress import StageTimes, elapsed
 
 
 def test_elapsed_ticks_and_stops_even_on_error(capsys):

@@ -50,14 +50,14 @@ from fixtures.cli import user_error
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
-from babylm_jax.core.storage import atomic
-from babylm_jax.corpus.tokens import tokenizer as tokenizer_lib
+from babylm_jax.core import atomic
+from babylm_jax.corpus import tokenizer as tokenizer_lib
 from babylm_jax.eval.zero_shot import minimal_pairs
-from babylm_jax.corpus.tokens.preparation import prepare_corpus
-from babylm_jax.training.checkpoints import checkpoint
-from babylm_jax.training.loop import trainer
-from babylm_jax.training.checkpoints.run_config import load_run_config
-from babylm_jax.core.storage.rundir import WorkdirError, workdir_lock
+from babylm_jax.corpus.preparation import prepare_corpus
+from babylm_jax.training import checkpoint
+from babylm_jax.training import trainer
+from babylm_jax.training.run_config import load_run_config
+from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
 
 def read_train_losses(workdir) -> list[tuple[int, float]]:
@@ -222,7 +222,7 @@ def test_atomic_files_and_folders_take_the_users_umask(tmp_path):
 
 WORKERS_SCRIPT = """
 import os, sys, time
-from babylm_jax.core.host.workers import run_tasks
+from babylm_jax.core.workers import run_tasks
 
 def record_and_wait(path):
     with open(path, "a") as f:
@@ -263,7 +263,7 @@ def test_a_pool_whose_initializer_fails_raises_at_the_first_failure():
     import functools
     import importlib
 
-    from babylm_jax.core.host.workers import WorkerStartError, run_tasks
+    from babylm_jax.core.workers import WorkerStartError, run_tasks
 
     start = time.monotonic()
     with pytest.raises(WorkerStartError) as error:
@@ -364,7 +364,7 @@ def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
 def test_a_truncated_jsonl_gz_is_a_bad_line(policy, tmp_path):
     import gzip
 
-    from babylm_jax.corpus.counting import sources as corpus
+    from babylm_jax.corpus import sources as corpus
     from babylm_jax.config.data import DataConfig
 
     rows = "".join(json.dumps({"text": f"第{i}篇文章讲的是今天天气很好。"}, ensure_ascii=False) + "\n" for i in range(400))
@@ -415,7 +415,7 @@ def test_a_signal_before_the_first_step_ends_at_once(tiny_corpus_dir, tmp_path):
 
 def test_processes_agree_on_a_stop_every_few_steps(monkeypatch):
     """Process 1 got SIGTERM, process 0 (this one) did not: both stop at the next agreement step."""
-    from babylm_jax.training.loop import preemption
+    from babylm_jax.training import preemption
 
     monkeypatch.setattr(preemption.jax, "process_count", lambda: 2)
     monkeypatch.setattr(preemption.multihost_utils, "process_allgather",

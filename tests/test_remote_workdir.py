@@ -1,4 +1,4 @@
-"""Workdirs on a remote filesystem (core.storage.remote), against a fake Google Cloud Storage on localhost."""
+"""Workdirs on a remote filesystem (core.remote), against a fake Google Cloud Storage on localhost."""
 import importlib.util
 import json
 import os
@@ -11,8 +11,8 @@ from fixtures.cli import user_error
 from fixtures.fake_gcs import fake_gcs, free_port
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.storage import remote, rundir
-from babylm_jax.training.loop import trainer
+from babylm_jax.core import remote, rundir
+from babylm_jax.training import trainer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 

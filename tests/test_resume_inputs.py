@@ -22,8 +22,8 @@ from fixtures.data import synthetic
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
-from babylm_jax.core.storage import rundir
-from babylm_jax.training.loop import trainer
+from babylm_jax.core import rundir
+from babylm_jax.training import trainer
 
 pytestmark = pytest.mark.slow  # the module's run is trained, then resumed by each test
 
@@ -189,8 +189,8 @@ def moved(started, tmp_path) -> tuple[pathlib.Path, pathlib.Path]:
 
 
 def test_a_run_moved_with_its_corpus_resumes_with_nothing_counted(started, tmp_path, capsys, monkeypatch):
-    from babylm_jax.corpus.counting import corpus_cache
-    from babylm_jax.corpus.tokens import token_cache
+    from babylm_jax.corpus import corpus_cache
+    from babylm_jax.corpus import token_cache
 
     corpus, run = moved(started, tmp_path)
     runs = []

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from babylm_jax.corpus.counting import builtin, corpus_cache, segmenter, words
+from babylm_jax.corpus import builtin, corpus_cache, segmenter, words
 
 pytest.importorskip("rjieba")
 

@@ -52,7 +52,7 @@ def test_splash_under_a_mesh_splits_the_batch_and_gives_the_same_numbers(explici
     q, k, v, segment_ids = packed_inputs()
     devices = np.asarray(jax.devices()[:4]).reshape(2, 2)
     kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
-    mesh = jax.sharding.Mesh(devices, ("data", "fsdp"), axis_types=(kind, kind))  # Auto: as training.step.sharding
+    mesh = jax.sharding.Mesh(devices, ("data", "fsdp"), axis_types=(kind, kind))  # Auto: as training.sharding
     expected = plain_attention(q, k, v, segment_ids, jnp.ones(B, bool))
     with jax.set_mesh(mesh):
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(("data", "fsdp")))

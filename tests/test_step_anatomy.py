@@ -8,8 +8,8 @@ import pathlib
 
 import pytest
 
-from babylm_jax.training.accelerators import step_anatomy
-from babylm_jax.training.accelerators.hlo_program import parse_instruction, parse_module
+from babylm_jax.training import step_anatomy
+from babylm_jax.training.hlo_program import parse_instruction, parse_module
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "cuda_scan_sort.hlo.txt"
 
@@ -91,13 +91,13 @@ def test_kernels_are_attributed_to_the_part_of_the_step_they_serve(op_name, part
 @pytest.mark.gpu
 def test_a_compiled_step_s_matmul_flops_match_the_model_flops(tmp_path):
     """The real causal train step compiled for an H200 (jax's CUDA plugin, no GPU): the FLOPs of its
-    matmul kernels are the model FLOPs of training/metrics/flops.py within 3%, counting the whole
+    matmul kernels are the model FLOPs of training/flops.py within 3%, counting the whole
     attention square ("xla" attention computes the masked half too)."""
     from conftest import tiny_config
 
     from babylm_jax.config.schema import RunConfig
-    from babylm_jax.training.accelerators import aot_report, gpu_targets
-    from babylm_jax.training.metrics import flops
+    from babylm_jax.training import aot_report, gpu_targets
+    from babylm_jax.training import flops
 
     try:
         device = gpu_targets.cuda_device("h200")

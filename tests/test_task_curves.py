@@ -9,8 +9,8 @@ from fixtures.data import synthetic
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
 from babylm_jax.eval.zero_shot import minimal_pairs
-from babylm_jax.training.checkpoints import checkpoint, loading
-from babylm_jax.training.loop import task_curves, trainer
+from babylm_jax.training import checkpoint, loading
+from babylm_jax.training import task_curves, trainer
 
 
 def _pair(uid: str, i: int) -> minimal_pairs.Pair:

@@ -5,7 +5,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.metrics import metrics_file, peaks, step_logger
+from babylm_jax.training import metrics_file, peaks, step_logger
 
 METRICS = {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}
 
@@ -80,4 +80,4 @@ def test_cpu_mfu_is_against_the_best_known_idle_peak_and_names_it(tmp_path, monk
     assert value == 2e11 and "best known idle" in source and str(tmp_path / "peak.json") in source
     monkeypatch.setattr(peaks, "KNOWN_IDLE_PEAKS", {kind: 3e11})
     value, source = peaks.device_peak_flops()
-    assert value == 3e11 and "training/metrics/peaks.py KNOWN_IDLE_PEAKS" in source
+    assert value == 3e11 and "training/peaks.py KNOWN_IDLE_PEAKS" in source

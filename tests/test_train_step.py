@@ -10,12 +10,12 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
-from babylm_jax.training.step import curricula, optim
-from babylm_jax.training.checkpoints import milestones
-from babylm_jax.training.loop import run
-from babylm_jax.training.step import train_step
+from babylm_jax.training import curricula, optim
+from babylm_jax.training import milestones
+from babylm_jax.training import run
+from babylm_jax.training import train_step
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
-from babylm_jax.training.step.state import TrainState, boxed_init_fn, build_model
+from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
 

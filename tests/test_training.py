@@ -12,14 +12,14 @@ from conftest import tiny_config
 from fixtures.fake_gcs import fake_gcs
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.storage import rundir as rundir_lib
-from babylm_jax.core.storage.remote import RunPlace
-from babylm_jax.corpus.batches import pipeline
-from babylm_jax.training.checkpoints import checkpoint, loading, run_config
-from babylm_jax.training.loop import evaluator, run, trainer
-from babylm_jax.training.loop.summary import format_outputs
-from babylm_jax.training.step import train_step
-from babylm_jax.training.step.state import build_model
+from babylm_jax.core import rundir as rundir_lib
+from babylm_jax.core.remote import RunPlace
+from babylm_jax.corpus import pipeline
+from babylm_jax.training import checkpoint, loading, run_config
+from babylm_jax.training import evaluator, run, trainer
+from babylm_jax.training.summary import format_outputs
+from babylm_jax.training import train_step
+from babylm_jax.training.state import build_model
 
 
 def read_metrics(workdir) -> tuple[dict[int, dict], list[dict]]:
@@ -144,9 +144,9 @@ def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, t
 
 
 def test_fsdp_shards_parameters(tiny_corpus_dir):
-    from babylm_jax.training.step import sharding
-    from babylm_jax.training.step.state import boxed_init_fn
-    from babylm_jax.training.step import optim
+    from babylm_jax.training import sharding
+    from babylm_jax.training.state import boxed_init_fn
+    from babylm_jax.training import optim
 
     config = tiny_config(tiny_corpus_dir)
     config.mesh.update(num_devices=8, fsdp=4)

@@ -1,7 +1,7 @@
 """The typed config end to end: the commands build `RunConfig` (or `EvalSettings`) once; all below takes it.
 
 - no function parameter or field below the command modules is a ConfigDict, and only config/ and
-  the commands import ml_collections (an ast scan of the package, as test_layers.py scans imports);
+  the commands import ml_collections (an ast scan of the package, as test_import_layers.py scans imports);
 - `RunConfig.from_config` runs in the commands and where a run's saved config is read back;
 - a bad schedule, optimizer or tokenizer kind is one error line naming the key, before any work;
 - a run's config round-trips through config.json; a resume takes a key the saved config lacks
@@ -20,12 +20,12 @@ from fixtures.run import make_run
 
 from babylm_jax import prepare, train
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training.checkpoints import run_config
-from babylm_jax.training.checkpoints.checkpoint import CheckpointError
+from babylm_jax.training import run_config
+from babylm_jax.training.checkpoint import CheckpointError
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.
-BUILDERS = {"train.py", "aot.py", "prepare.py", "training/checkpoints/run_config.py"}
+BUILDERS = {"train.py", "aot.py", "prepare.py", "training/run_config.py"}
 
 
 def below_the_commands() -> dict[str, ast.Module]:

@@ -13,14 +13,14 @@ from conftest import tiny_config
 from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings, ScoringSettings, default_settings
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.corpus.counting import words
-from babylm_jax.corpus.tokens import preparation
+from babylm_jax.core.families import family_spec
+from babylm_jax.corpus import words
+from babylm_jax.corpus import preparation
 from babylm_jax.eval import runner
 from babylm_jax.eval.fmri import features
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training.checkpoints import loading
-from babylm_jax.training.loop import trainer
+from babylm_jax.training import loading
+from babylm_jax.training import trainer
 
 TESTS = pathlib.Path(__file__).parent
 PAIRS = TESTS / "fixtures" / "minimal_pairs"

@@ -14,8 +14,8 @@ from fixtures.cli import user_error
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import WandbConfig
 from babylm_jax import evaluate, train
-from babylm_jax.core.storage import rundir, writers
-from babylm_jax.training.loop import trainer
+from babylm_jax.core import rundir, writers
+from babylm_jax.training import trainer
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
 pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")

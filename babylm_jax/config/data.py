@@ -12,10 +12,10 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.reading.text import Normalizer
+from babylm_jax.core.text import Normalizer
 
 TOKENIZER_KINDS = ("unigram", "bpe", "char", "words")  # data.tokenizer.kind
-WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/counting/segmenter.py)
+WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/segmenter.py)
 REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
 PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)
 TXT_DOCUMENTS = ("blank_line", "line")  # data.txt_documents: one document per blank-line block or per line

@@ -31,7 +31,7 @@ import pathlib
 from typing import Any, Mapping
 
 from babylm_jax.config.eval_defaults import OFFICIAL_FINETUNE, OFFICIAL_TASK_FINETUNE
-from babylm_jax.core.storage.atomic import atomic_write_text
+from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.tasks.registry import official_tasks
 
 OFFICIAL_TASKS = official_tasks("finetune")  # the tasks config.yaml fine-tunes

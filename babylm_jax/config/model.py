@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from babylm_jax.config.typed import build
-from babylm_jax.core.registries.attention_backends import attention_kinds
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.attention_backends import attention_kinds
+from babylm_jax.core.families import family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
@@ -25,7 +25,7 @@ EMBEDDING_GRADS = ("scatter", "one_hot")  # model.embedding_grad: model.layers.e
 class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`."""
 
-    family: str = "causal"  # a key of core.registries.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
+    family: str = "causal"  # a key of core.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
     vocab_size: int = 6000
     d_model: int = 128
     num_layers: int = 4
@@ -41,7 +41,7 @@ class ModelConfig:
     dtype: str = "float32"  # the compute dtype; "bfloat16" on accelerators
     # "auto" (resolved per platform by model.attention.resolve: cuDNN flash attention on a CUDA GPU in bf16,
     # Pallas splash attention on TPU, "reference" on CPU, "xla" elsewhere) or a key of
-    # core.registries.attention_backends.ATTENTION_BACKENDS: "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16
+    # core.attention_backends.ATTENTION_BACKENDS: "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16
     # only), "splash" (TPU only; rows of a multiple of 128 tokens, others take "xla") or "reference"
     # (written-out gradient)
     attention: str = "auto"

@@ -19,7 +19,7 @@ from babylm_jax.config.data import DataConfig
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.training import CheckpointConfig, DistributedConfig, MeshConfig, TrainConfig
 from babylm_jax.config.typed import build
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 
 
 @dataclasses.dataclass(frozen=True)

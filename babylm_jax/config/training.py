@@ -2,22 +2,22 @@
 
 configs/base.py holds every key and its default; a key here without a default must be given.
 Rules that need the devices (the mesh's size) are checked where the mesh is made
-(`training.step.sharding`); every other rule is checked here, before any work.
+(`training.sharding`); every other rule is checked here, before any work.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from babylm_jax.config.typed import Rule, at_least
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.storage.writers import WANDB_MODES, WRITERS
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
 SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
 RNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")  # train.rng_impl: jax.random's implementations
 LOGITS_DTYPES = ("float32", "bfloat16")  # train.loss_logits_dtype
 MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
-BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.step.sharding): the batch splits over both, params over fsdp
+BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.sharding): the batch splits over both, params over fsdp
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
 AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per family (auto), the LM's target token, or the input's own
 
@@ -26,7 +26,7 @@ AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per fam
 class AuxHeadsSettings:
     """`train.aux_heads.*`: a loss weight per auxiliary character head (0 = none), and where they predict.
 
-    Training only: model.aux_heads builds the heads, corpus.hanzi.hanzi_labels their labels."""
+    Training only: model.aux_heads builds the heads, corpus.hanzi_labels their labels."""
 
     syllable: float = 0.0
     tone: float = 0.0
@@ -40,7 +40,7 @@ class AuxHeadsSettings:
                 ("position", self.position in AUX_POSITIONS, f"must be one of {AUX_POSITIONS}")]
 
     def position_for(self, family: str) -> str:
-        """Where the heads predict for a model of `family`: "auto" is the family's (core.registries.families)."""
+        """Where the heads predict for a model of `family`: "auto" is the family's (core.families)."""
         return family_spec(family).aux_position if self.position == "auto" else self.position
 
 
@@ -103,7 +103,7 @@ class TrainConfig:
     writers: tuple[str, ...]
     tensorboard: TensorBoardConfig
     wandb: WandbConfig
-    # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.host.platforms), at a cost in
+    # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.platforms), at a cost in
     # speed; CPU runs are bit-exact without it (a no-op there).
     deterministic: bool = False
     # a loss chunk's stored logits, accumulated and reduced in float32 either way; "bfloat16" halves the
@@ -155,7 +155,7 @@ class MeshConfig:
 
     num_devices: int  # single-process runs: the first N devices; 0 = all
     fsdp: int  # devices per FSDP group
-    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.accelerators.backend)
+    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.backend)
     topology: str  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100")
 
     def rules(self) -> list[Rule]:

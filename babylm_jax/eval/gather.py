@@ -21,9 +21,9 @@ from typing import Mapping, Sequence
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage import rundir
-from babylm_jax.core.storage.atomic import atomic_write_text
-from babylm_jax.core.reading.jsonl import read_json
+from babylm_jax.core import rundir
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.jsonl import read_json
 from babylm_jax.tasks import registry as tasks_lib
 
 Results = dict[str, dict[str, float]]  # task -> {metric: value}

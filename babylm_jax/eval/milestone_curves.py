@@ -14,7 +14,7 @@ from typing import Sequence
 
 import matplotlib.figure
 
-from babylm_jax.core.storage.atomic import atomic_write, atomic_write_json, atomic_write_text
+from babylm_jax.core.atomic import atomic_write, atomic_write_json, atomic_write_text
 
 
 def curves_table(rows: Sequence[dict], tasks: Sequence[str]) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 import matplotlib.figure
 
-from babylm_jax.core.storage.atomic import atomic_write, atomic_write_text
+from babylm_jax.core.atomic import atomic_write, atomic_write_text
 
 Figure = matplotlib.figure.Figure | Callable[[pathlib.Path], None]  # a figure, or a writer of its PNG
 

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.core.storage import writers
+from babylm_jax.core import writers
 
 
 def check_run(workdir: pathlib.Path, train: TrainConfig) -> None:

@@ -10,7 +10,7 @@ dummy prefix, as our training sets them; a unigram with byte fallback also split
 characters no piece contains, so their byte pieces get per-character offsets as ours do.
 Special pieces written in the text ("[MASK]", "<s>") are read as special tokens, as
 transformers' fill-mask expects (our tokenizer reads them as plain text). Templates frame
-a text as the family trains (`core.registries.families`): causal `<s> A </s>` (pairs
+a text as the family trains (`core.families`): causal `<s> A </s>` (pairs
 `<s> A </s> B </s>`), mlm/hybrid `[CLS] A [SEP]` (pairs `[CLS] A [SEP] B [SEP]`). Offsets are character spans; byte pieces share their
 character's span.
 
@@ -30,12 +30,12 @@ from typing import Any
 
 import sentencepiece as spm
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.registries.vocab import SPECIAL_PIECES
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.vocab import SPECIAL_PIECES
 from babylm_jax.hf.hf_config import SPECIAL_IDS
 
 SPACE = "\u2581"
-SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokens.tokenizer fixes them
+SPECIAL_TOKENS = {  # transformers attribute -> (piece, id), as babylm_jax.corpus.tokenizer fixes them
     f"{name}_token": (SPECIAL_PIECES[i], i) for name, i in SPECIAL_IDS.items()
 }
 

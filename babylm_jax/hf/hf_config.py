@@ -3,15 +3,15 @@
 A causal model with SwiGLU MLP and RMSNorm whose AutoModel returns the final layer is a
 Llama (rotate-half RoPE, no biases, tied embeddings, eps 1e-6) and needs no remote code.
 Every other variant uses the shipped `configuration_babylm.py` and the family's modelling
-file (`core.registries.families`: `modeling_babylm.py` for every built-in family), registered through
+file (`core.families`: `modeling_babylm.py` for every built-in family), registered through
 `auto_map` for the family's Auto classes.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.registries.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from babylm_jax.model import layers
 from babylm_jax.config.model import ModelConfig
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 
 RECIPE_KEYS = (
     "num_steps", "batch_size", "seq_len", "optimizer", "learning_rate", "schedule", "warmup_steps",

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.core.storage.atomic import default_file_mode
+from babylm_jax.core.atomic import default_file_mode
 
 
 def _norm(prefix: str, flax_norm: Mapping[str, Any]) -> dict[str, np.ndarray]:

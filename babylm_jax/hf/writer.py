@@ -11,7 +11,7 @@ import pathlib
 import shutil
 from typing import Any, Mapping
 
-from babylm_jax.core.storage.atomic import atomic_dir
+from babylm_jax.core.atomic import atomic_dir
 from babylm_jax.hf import fast_tokenizer, hf_config, model_card, weights
 from babylm_jax.config.model import ModelConfig
 

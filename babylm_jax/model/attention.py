@@ -1,9 +1,9 @@
-"""Softmax attention by backend (`model.attention`): one mask, the kernels of `core.registries.attention_backends`.
+"""Softmax attention by backend (`model.attention`): one mask, the kernels of `core.attention_backends`.
 
     kind = resolve("auto", "cuda", jnp.bfloat16)      # -> "cudnn"
     out_BxLxHxK = attend(q, k, v, Mask.of(segment_ids_BxL, causal=True), kind)
 
-The backends (one table, `core.registries.attention_backends.ATTENTION_BACKENDS`):
+The backends (one table, `core.attention_backends.ATTENTION_BACKENDS`):
 - "reference": plain jnp with a written-out (flash-attention) backward, tuned for the CPU;
   it materialises the float32 [B, H, L, L] scores and probabilities.
 - "xla": `jax.nn.dot_product_attention(implementation="xla")` (autodiff gradient).
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.core.registries.attention_backends import ATTENTION_BACKENDS, AUTO, AUTO_FALLBACK, attention_kinds
+from babylm_jax.core.attention_backends import ATTENTION_BACKENDS, AUTO, AUTO_FALLBACK, attention_kinds
 
 
 @flax.struct.dataclass

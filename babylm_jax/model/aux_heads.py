@@ -6,7 +6,7 @@
     weighted_sum, sums = objective.loss(params, hidden_BxLxD, label_ids_BxL, weights_BxL)
 
 One linear layer per head on the final hidden states. `train.aux_heads.position`:
-"auto" is the model family's (`core.registries.families`): "input" for causal models (measured better in
+"auto" is the model family's (`core.families`): "input" for causal models (measured better in
 the issue-26 study, experiments/README.md) and "target" for mlm and hybrid (the masked
 position; not measured); "target" predicts the labels of the token the language-model loss
 predicts there (the next token for causal rows, the masked token at its own position for mlm
@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from babylm_jax.config.training import AUX_HEADS, TrainConfig
-from babylm_jax.corpus.hanzi import hanzi_labels
-from babylm_jax.corpus.hanzi.hanzi_labels import IGNORE
+from babylm_jax.corpus import hanzi_labels
+from babylm_jax.corpus.hanzi_labels import IGNORE
 
 AUX_COLLECTION = "aux_heads"
 

@@ -2,7 +2,7 @@
 
 Shape letters: B batch, L sequence, D model width, H heads, K head width, F MLP width.
 Parameters carry logical axis names ("embed", "heads", "kv", "mlp", "vocab") that
-`training.step.sharding` maps onto mesh axes.
+`training.sharding` maps onto mesh axes.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A trained model as evaluation and export use it: the run's config, model, params, tokenizer.
 
-`training.checkpoints.loading.load_for_eval` builds one from a workdir; the evaluation runners and
+`training.loading.load_for_eval` builds one from a workdir; the evaluation runners and
 the Hugging Face export read it. Imports only the config, model and data floors.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.tokens.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 Params = Mapping[str, Any]  # the flax variables {"params": {...}}, host arrays

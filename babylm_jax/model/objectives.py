@@ -4,7 +4,7 @@ A batch is a dict of [B, L] int32 arrays: `tokens`, `segment_ids` (0 = padding) 
 `positions`; optionally `word_starts` (1 where a token begins a jieba word, for whole-word
 masking). Masking happens here, inside jit, from an explicit key.
 
-A model family (`core.registries.families`) names its objective in OBJECTIVES:
+A model family (`core.families`) names its objective in OBJECTIVES:
 - next_token (causal): the logit at t predicts token t+1 of the same document.
 - masked_token (mlm): bidirectional; the logit at a masked position t predicts the original token t.
 - masked_next_token (hybrid): rows [0, n_causal) are causal-LM rows, the rest are MNTP rows:
@@ -24,7 +24,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 
 LOSS_CHUNK = 256  # rows of logits per chunk of the loss on CPU: 256 x a vocabulary of 6,000 in f32 is 6 MB
 ACCELERATOR_CHUNK_BYTES = 256 * 2**20  # on GPU/TPU a chunk's f32 logits fill this much: fewer, larger matmuls

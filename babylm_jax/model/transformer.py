@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from babylm_jax.config.model import ModelConfig
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 from babylm_jax.model import attention, layers
 
 REMAT_POLICIES = {

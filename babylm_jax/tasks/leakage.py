@@ -16,11 +16,11 @@ from typing import Iterator
 import numpy as np
 import tqdm
 
-from babylm_jax.core.reading.text import Normalizer
+from babylm_jax.core.text import Normalizer
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.readers import eval_texts, has_texts
 from babylm_jax.tasks.registry import get_task, official_clue_task, task_of_folder
-from babylm_jax.core.host.workers import chunks_by_chars
+from babylm_jax.core.workers import chunks_by_chars
 
 EXACT_MIN_CHARS = 6
 _BASE = np.uint64(0x100000001B3)

@@ -23,7 +23,7 @@ import dataclasses
 import pathlib
 from typing import Any, Callable, Iterator
 
-from babylm_jax.core.reading.jsonl import read_json, read_jsonl
+from babylm_jax.core.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, PAIR_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
                                       WSC_TARGET)
 from babylm_jax.tasks.registry import TaskSpec

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pathlib
 from typing import Protocol, Sequence
 
-from babylm_jax.core.reading.jsonl import read_jsonl
+from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.formats import pair_fields
 from babylm_jax.tasks.registry import task_of_folder
 
 
 class Tokenizer(Protocol):
-    """What the audit needs of a tokenizer (corpus.tokens.tokenizer.Tokenizer has it)."""
+    """What the audit needs of a tokenizer (corpus.tokenizer.Tokenizer has it)."""
 
     unk_id: int | None
 

@@ -34,7 +34,7 @@ import scipy.io
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage.atomic import atomic_dir, atomic_write_text
+from babylm_jax.core.atomic import atomic_dir, atomic_write_text
 from babylm_jax.eval.fmri import cogbench, encoding, ridge
 from babylm_jax.tasks.formats import COGBENCH_ROIS
 from babylm_jax.config.evaluation import default_settings
@@ -59,7 +59,7 @@ def corpus_sentences(count: int, min_words: int = 8, max_words: int = 40) -> lis
     """The first `count` built-in corpus lines of `min_words`..`max_words` jieba words (no spaces)."""
     import jieba
 
-    from babylm_jax.corpus.counting.builtin import builtin_files, strip_pos_tags
+    from babylm_jax.corpus.builtin import builtin_files, strip_pos_tags
 
     jieba.setLogLevel(60)
     out = []

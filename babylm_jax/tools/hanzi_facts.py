@@ -31,10 +31,10 @@ import tqdm
 from absl import flags
 
 from babylm_jax.config import cli
-from babylm_jax.core.storage.atomic import atomic_dir
-from babylm_jax.corpus.hanzi import hanzi_lexicon
-from babylm_jax.corpus.counting import words
-from babylm_jax.corpus.hanzi.hanzi_lexicon import CharInfo, Lexicon
+from babylm_jax.core.atomic import atomic_dir
+from babylm_jax.corpus import hanzi_lexicon
+from babylm_jax.corpus import words
+from babylm_jax.corpus.hanzi_lexicon import CharInfo, Lexicon
 
 OUTPUT_FILE = "hanzi_facts.jsonl"
 MANIFEST = "manifest.json"

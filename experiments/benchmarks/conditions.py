@@ -22,10 +22,10 @@ import sys
 from typing import Callable
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from babylm_jax.core.storage.atomic import atomic_write_json  # noqa: E402
-from babylm_jax.training.metrics.peaks import (  # noqa: E402,F401  (KNOWN_IDLE_PEAKS, cpu_name: tests read them here)
+from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.training.peaks import (  # noqa: E402,F401  (KNOWN_IDLE_PEAKS, cpu_name: tests read them here)
     KNOWN_IDLE_PEAKS, cache_path, cpu_name, machine_kind, measure_matmul_peak)
-from babylm_jax.training.metrics.peaks import read_cache as _read_cache  # noqa: E402
+from babylm_jax.training.peaks import read_cache as _read_cache  # noqa: E402
 
 FAR_BELOW = 0.7  # warn when this run's peak is under this share of the best known
 

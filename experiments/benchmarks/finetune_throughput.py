@@ -13,7 +13,7 @@ with the matmul peak probed before each (`conditions.py`):
 1. MFU: `classifier.finetune_step` (the jitted AdamW step of the CLUE track, dropout on) on full
    rows of `--length` tokens, one example a row; analytic model FLOP/s over the matmul peak
    of this run and over the best known idle peak. FLOPs per step (multiply-add = 2, training
-   = 3 x forward, as training/metrics/flops.py): per token 2 x (per layer 4 D^2 + MLP weights) +
+   = 3 x forward, as training/flops.py): per token 2 x (per layer 4 D^2 + MLP weights) +
    attention 4 L D per layer (halved for causal rows); per row the head 2 x (D^2 + D K).
    The vocabulary projection is not run when fine-tuning, so it is not counted.
 2. Against the official pipeline (evaluation_pipeline/finetune at 2c8a2d9 = upstream 7c50ed2,
@@ -52,7 +52,7 @@ import configs.base  # noqa: E402
 import configs.eval  # noqa: E402
 from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from conditions import Conditions  # noqa: E402
-from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
+from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval.finetune import classifier, clue, example_packing as packing  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402

@@ -17,7 +17,7 @@ geometric average. The deterministic-ops slowdown is predicted out of sample (XL
 `xla_gpu_deterministic_ops`). The calibration compiles the recipes with the settings they had when
 measured (AS_MEASURED); levers are config overrides on those, compiled the same way, and "recipe" is
 the recipe as configs/ has it now. Each lever line gives the predicted step time, its tokens/s over the
-measured settings', MFU (training/metrics/flops.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
+measured settings', MFU (training/flops.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
 peak against the H200's 141 GB.
 
 Ends with, one line each:
@@ -40,9 +40,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.config.files import load_config_file  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.core.storage.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.training.accelerators import aot_report, compiled, gpu_targets, step_anatomy  # noqa: E402
-from babylm_jax.training.accelerators.hlo_program import parse_module  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
+from babylm_jax.training import aot_report, compiled, gpu_targets, step_anatomy  # noqa: E402
+from babylm_jax.training.hlo_program import parse_module  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # The H200's measured steps (experiments/README.md, "The first H200 run"), rows of 512, and the settings

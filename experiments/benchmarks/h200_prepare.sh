@@ -38,7 +38,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 mkdir -p "$ROOT/corpus"
 [ -f "$ROOT/corpus/builtin.jsonl.gz" ] || python - "$ROOT/corpus/builtin.jsonl.gz" <<'EOF'
 import gzip, json, sys
-from babylm_jax.corpus.counting import builtin
+from babylm_jax.corpus import builtin
 with gzip.open(sys.argv[1], "wt", encoding="utf-8") as f:
     for path in builtin.builtin_files():
         for _, text in builtin.iter_builtin_file(path):

@@ -11,7 +11,7 @@ nothing for a config (the key already has that value, or the config never uses i
 recorded as skipped with the reason. The step is built as the trainer builds it
 (`train_throughput.Bench`), compiled ahead of time, and timed on random packed batches at rows of
 `train.seq_len`: `--repeats` runs of `--steps` steps, the best counts. MFU divides by the device's
-bf16 dense peak (`training.metrics.peaks`, 989 TFLOP/s for an H100/H200; on a CPU the best known f32
+bf16 dense peak (`training.peaks`, 989 TFLOP/s for an H100/H200; on a CPU the best known f32
 matmul peak).
 
 Order, for a run cut short: the baselines first (compiled together, then timed), then every other
@@ -40,8 +40,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import train_throughput as tt  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.core.storage.atomic import atomic_write_json  # noqa: E402
-from babylm_jax.training.metrics import peaks  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.training import peaks  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,14 +39,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config.files import load_config_file  # noqa: E402
-from babylm_jax.core.registries.families import family_spec  # noqa: E402
-from babylm_jax.corpus.tokens.tokenizer import CharTokenizer  # noqa: E402
+from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402
-from babylm_jax.training.metrics import flops  # noqa: E402
+from babylm_jax.training import flops  # noqa: E402
 
 
 def load_sentences(num_pairs: int) -> list[str]:

@@ -12,7 +12,7 @@ whose framing the cache lacks is tokenised first, untimed.
 For each config: the seconds from the start (opening the prepared data: its checksums are read) to
 the first batch, split into opening, building the pipeline (packing layout, eval batches) and the
 first batch; then batches/s over `--batches` batches. The need: training FLOPs per step
-(`training.metrics.flops.train_flops_per_token` x batch x row length, at the config's vocabulary, at the
+(`training.flops.train_flops_per_token` x batch x row length, at the config's vocabulary, at the
 shortest rows of a row-length curriculum and the lowest masking rate: the most steps/s) over 45% of
 the H100's dense bf16 peak (989 TFLOP/s) gives the steps/s an H100 would take. The last
 line per config: `pipeline_over_h100_ratio: N` (goal > 1). With the run's conditions
@@ -28,9 +28,9 @@ import time
 from conditions import Conditions
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.corpus.batches import pipeline
-from babylm_jax.corpus.tokens import preparation
-from babylm_jax.training.metrics import flops
+from babylm_jax.corpus import pipeline
+from babylm_jax.corpus import preparation
+from babylm_jax.training import flops
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 H100_BF16_DENSE = 989e12

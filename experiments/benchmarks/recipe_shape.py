@@ -5,7 +5,7 @@
 Prints one JSON object: the name, d_model, num_layers, num_heads, d_ff, vocab_size, max_len, mlp
 ("gelu" or "swiglu"), norm, the step's batch (train.batch_size x train.seq_len), the parameter
 count of our causal model of that shape, and its training FLOPs per token by
-`training.metrics.flops` (every position predicted, causal attention: an mlm or hybrid recipe
+`training.flops` (every position predicted, causal attention: an mlm or hybrid recipe
 is counted as the causal LM of its size). torch_reference_throughput.py reads it.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer, count_params  # noqa: E402
-from babylm_jax.training.metrics import flops  # noqa: E402
+from babylm_jax.training import flops  # noqa: E402
 
 
 def causal_shape(path: str, overrides: list[str]) -> dict:

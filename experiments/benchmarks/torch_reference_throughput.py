@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-H100_H200_BF16_DENSE = 989e12  # the same table figure as babylm_jax.training.metrics.peaks
+H100_H200_BF16_DENSE = 989e12  # the same table figure as babylm_jax.training.peaks
 
 
 def build_model(shape: dict[str, Any]) -> torch.nn.Module:

@@ -5,7 +5,7 @@
 
 A speed-up measured as two runs minutes apart on a shared machine says more about the load
 than about the change. Here the revision's `model/layers.py`, `model/objectives.py` and its
-train step (`training/step/train_step.py`, or `training/trainer.py` before issue 34; read with
+train step (`training/train_step.py`, or `training/trainer.py` before issue 34; read with
 `git show REV:...`) are loaded beside this tree's, each
 config's step is compiled once with each (as `train_throughput.py` builds it), and the two
 are timed interleaved, with the matmul peak probed before each repeat (`conditions.py`);
@@ -41,14 +41,14 @@ SWAPPED = {"layers": ("babylm_jax/model/layers.py",), "objectives": ("babylm_jax
 # Modules issue 34 moved (name at older revisions -> name in this tree) that a revision's swapped files import.
 MOVED = {
     "babylm_jax.config.train": "babylm_jax.config.training",
-    **{f"babylm_jax.core.{m}": f"babylm_jax.core.storage.{m}" for m in ("atomic", "outputs", "remote", "rundir", "writers")},
-    **{f"babylm_jax.core.{m}": f"babylm_jax.core.reading.{m}" for m in ("jsonl", "text")},
-    **{f"babylm_jax.core.{m}": f"babylm_jax.core.registries.{m}" for m in ("attention_backends", "families", "vocab")},
-    **{f"babylm_jax.core.{m}": f"babylm_jax.core.host.{m}" for m in ("platforms", "progress", "workers")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.step.{m}" for m in ("curricula", "optim", "sharding", "state")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.loop.{m}" for m in ("preemption", "run", "task_curves")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.checkpoints.{m}" for m in ("checkpoint", "milestones")},
-    "babylm_jax.training.compiled": "babylm_jax.training.accelerators.compiled",
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("atomic", "outputs", "remote", "rundir", "writers")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("jsonl", "text")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("attention_backends", "families", "vocab")},
+    **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("platforms", "progress", "workers")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("curricula", "optim", "sharding", "state")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("preemption", "run", "task_curves")},
+    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("checkpoint", "milestones")},
+    "babylm_jax.training.compiled": "babylm_jax.training.compiled",
 }
 
 

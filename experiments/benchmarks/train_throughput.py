@@ -15,7 +15,7 @@ without allocating anything), and times it on random packed batches of the confi
 configs and a large jitted float32 matmul, so a busy machine slows all of them alike; the
 best repeat of each is reported.
 
-FLOPs per token are `training.metrics.flops.train_flops_per_token`: multiply-add = 2, training =
+FLOPs per token are `training.flops.train_flops_per_token`: multiply-add = 2, training =
 3 x forward; forward = 2 x matmul weights + 2 x (MLM head transform + d_model x vocab, the tied
 output projection) at the predicted positions (every one for causal models; the masked ones
 at the config's starting mask rate for mlm, and also the causal rows' for hybrid) + attention
@@ -32,7 +32,7 @@ give if the step slows with the load as the matmul does; a lower bound otherwise
 config; the tokens/s of each family over the causal one's, `<family>_over_causal_tokens`
 (timed interleaved, best repeat of each); last, the lowest `mfu_vs_measured_peak`. With
 `--peak table` the MFU lines divide by the device's bf16 dense peak from
-`training.metrics.peaks.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
+`training.peaks.DEVICE_PEAK_FLOPS` (lines `mfu_vs_table_peak...`).
 """
 from __future__ import annotations
 
@@ -50,11 +50,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.core.registries.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
+from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
-from babylm_jax.training.metrics import flops, peaks  # noqa: E402
-from babylm_jax.training.step import optim, sharding, state as state_lib, train_step  # noqa: E402
-from babylm_jax.training.step.train_step import make_masking  # noqa: E402
+from babylm_jax.training import flops, peaks  # noqa: E402
+from babylm_jax.training import optim, sharding, state as state_lib, train_step  # noqa: E402
+from babylm_jax.training.train_step import make_masking  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")

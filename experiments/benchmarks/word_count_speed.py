@@ -1,4 +1,4 @@
-"""The official word count, jieba.cut against the faster exact segmenter (corpus/counting/segmenter.py), document by document.
+"""The official word count, jieba.cut against the faster exact segmenter (corpus/segmenter.py), document by document.
 
     python experiments/benchmarks/word_count_speed.py [--data_dir ../shared/data] \
         [--parquet /tmp/scale102/corpus/data --every 10] [--out_json word_count.json]
@@ -27,8 +27,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 from conditions import Conditions  # noqa: E402
 from prepare_scale import base_documents  # noqa: E402
-from babylm_jax.core.storage.atomic import atomic_write_json  # noqa: E402
-from babylm_jax.corpus.counting import segmenter  # noqa: E402
+from babylm_jax.core.atomic import atomic_write_json  # noqa: E402
+from babylm_jax.corpus import segmenter  # noqa: E402
 
 
 def parquet_documents(directory: pathlib.Path, every: int) -> list[str]:

@@ -15,8 +15,8 @@ import json
 import pathlib
 import random
 
-from babylm_jax.core.storage.atomic import atomic_write_text
-from babylm_jax.corpus.hanzi import hanzi_lexicon
+from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.corpus import hanzi_lexicon
 
 HERE = pathlib.Path(__file__).parent
 # Phrases that mark the probe's templates; none occurs in the generated facts.

@@ -35,9 +35,9 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 from babylm_jax.eval.finetune import clue, example_packing as packing
-from babylm_jax.corpus.tokens.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.config.evaluation import EvalSettings, FinetuneOptions
 from babylm_jax.tasks.registry import TaskSpec

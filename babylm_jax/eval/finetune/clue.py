@@ -3,7 +3,7 @@
 Every task becomes a `ClueTask`: train and dev lists of `Example`s read through its registry
 entry (`tasks.readers.read_split`: the entry's reader, label map and split files, in the layout
 found under the data directory), whose `choices` hold the text segments of each input row.
-`encode_split` turns them into token ids framed as the model family trains (`core.registries.families`),
+`encode_split` turns them into token ids framed as the model family trains (`core.families`),
 truncating over-long rows and counting them.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pathlib
 
 import numpy as np
 
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 from babylm_jax.tasks.readers import Example, read_split
 from babylm_jax.tasks.registry import SPLITS, TASKS, task_names
-from babylm_jax.corpus.tokens.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ def load_clue_task(data_dir: str | pathlib.Path, name: str, limit: int | None = 
 
 
 def build_input(segments: list[list[int]], family: str, max_len: int) -> tuple[list[int], bool]:
-    """Token ids of one row framed as the family trains (`core.registries.families`), and whether it was truncated.
+    """Token ids of one row framed as the family trains (`core.families`), and whether it was truncated.
 
     mlm/hybrid: `[cls] a [sep] b [sep]`; causal: `[bos] a [eos] b [eos]` (the classifier
     reads the last token). Over-long rows lose tokens from the end of the longest segment

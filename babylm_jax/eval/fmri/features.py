@@ -6,7 +6,7 @@
 Layer l of the result is `Transformer.encode(..., return_hidden_states=True)` entry l:
 0 = embeddings, N = the final normed output (the official "last layer", index -1).
 
-Every row is framed as the model family trains (`core.registries.families`): `[bos] tokens [eos]` for
+Every row is framed as the model family trains (`core.families`): `[bos] tokens [eos]` for
 causal models, `[cls] tokens [sep]` for masked and hybrid models.
 - Words alone (word_fmri): each word is one row; its feature is the mean over every position
   of the row, special tokens included, as the official code pools over the attention mask.
@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.corpus.tokens.tokenizer import Tokenizer
+from babylm_jax.core.families import family_spec
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.model.transformer import Transformer
 
 MIN_BUCKET = 8

@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from babylm_jax.core.registries.families import family_spec
-from babylm_jax.core.reading.jsonl import read_jsonl
+from babylm_jax.core.families import family_spec
+from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
-from babylm_jax.corpus.tokens.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.config.evaluation import EvalSettings, ScoringSettings
@@ -108,7 +108,7 @@ def pair_accuracy(
 
 def word_ids_for(tokenizer: Tokenizer, text: str, num_tokens: int) -> list[int]:
     """The jieba word index of each token of `text` (by the token's first character)."""
-    from babylm_jax.corpus.counting.words import jieba_words
+    from babylm_jax.corpus.words import jieba_words
 
     ids, spans = tokenizer.encode_with_offsets(text)
     if len(ids) != num_tokens:

@@ -3,7 +3,7 @@
 Every variant reduces to "units" packed as segments into fixed [B, R] rows, plus "reads":
 (row position, target token, sentence) triples whose log-probabilities are summed per sentence.
 
-Sentences come framed as their family trains (`core.registries.families`; `Framing.scoring_input`):
+Sentences come framed as their family trains (`core.families`; `Framing.scoring_input`):
 - causal: a unit is `[bos] + ids`; every position reads the next token of its unit.
 - pll: a unit is one masked copy of `[cls] + ids + [sep]` (token i -> mask); one read at i.
   With `within_word_l2r`, the later tokens of the same word are masked too (Kauf & Ivanova 2023).
@@ -27,11 +27,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm import tqdm
 
-from babylm_jax.core.registries.families import family_spec
+from babylm_jax.core.families import family_spec
 from babylm_jax.model.loaded import Params
 from babylm_jax.model.transformer import Transformer
 
-VARIANTS = ("causal", "pll", "mntp")  # a family's `scoring` (core.registries.families)
+VARIANTS = ("causal", "pll", "mntp")  # a family's `scoring` (core.families)
 
 
 def scoring_name(family: str, within_word_l2r: bool = False) -> str:

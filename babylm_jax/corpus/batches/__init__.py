@@ -1,1 +1,0 @@
-"""Training batches: documents packed into rows, and the grain pipeline that serves them per process."""

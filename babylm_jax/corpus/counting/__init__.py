@@ -1,1 +1,0 @@
-"""Prepare step 1: the corpus read, normalised and counted in jieba words against the budget; cache keys, checksums."""

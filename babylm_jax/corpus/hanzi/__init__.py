@@ -1,1 +1,0 @@
-"""What is known about a hanzi (readings, radical, structure), and the auxiliary heads' per-token labels."""

@@ -1,1 +1,0 @@
-"""The pretraining loop: run setup, the loop over steps, its evaluations and summary, stop signals."""

@@ -1,1 +1,0 @@
-"""One training step: the train state, optimizer and schedules, curricula, the mesh, the step functions."""

@@ -1,0 +1,116 @@
+"""Task scores during training: a fixed, paradigm-balanced sample of each minimal-pair task.
+
+    curves = TaskCurves.from_config(config.train, tokenizer, model, params)   # None when off or no data
+    scores = curves.score(params)                               # {"zhoblimp": 0.61, ...}
+
+`train.eval_tasks` names the tasks (comma-separated minimal-pair tasks; "" = off),
+`train.eval_task_items` the sample size per task: the same number of items from every UID
+(evenly spaced inside each), so 1,180 items of ZhoBLiMP cover its 118 paradigms ten times
+each (the first N items would be one phenomenon). Data come from `train.eval_data_dir`,
+else from `$BABYLM_DATA_DIR`; without either, curves are off with one notice. The sentence
+scorer compiles once and is reused with each new set of parameters.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from babylm_jax.config.training import TrainConfig
+from babylm_jax.core.families import family_spec
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring
+from babylm_jax.tasks import registry as tasks
+from babylm_jax.model.transformer import Transformer
+
+
+def sample_by_uid(pairs: Sequence[minimal_pairs.Pair], items: int) -> list[minimal_pairs.Pair]:
+    """About `items` pairs: the same number from every UID, evenly spaced within it, in file order."""
+    by_uid: dict[str, list[int]] = collections.defaultdict(list)
+    for i, pair in enumerate(pairs):
+        by_uid[pair.uid].append(i)
+    per_uid = max(1, items // max(len(by_uid), 1))
+    chosen = []
+    for members in by_uid.values():
+        picks = np.unique(np.linspace(0, len(members) - 1, min(per_uid, len(members))).round().astype(int))
+        chosen += [members[p] for p in picks]
+    return [pairs[i] for i in sorted(chosen)]
+
+
+@dataclasses.dataclass
+class TaskSample:
+    pairs: list[minimal_pairs.Pair]
+    unk_is_wrong: bool
+
+
+def _fitting(pairs: list[minimal_pairs.Pair], tokenizer: Any, model: Transformer, task: str) -> list[minimal_pairs.Pair]:
+    """The pairs whose framed sentences fit the model's max_len (a notice says how many did not)."""
+    room = model.config.max_len - 2  # opener and closer
+    kept = [p for p in pairs if max(len(tokenizer.encode(p.good)), len(tokenizer.encode(p.bad))) <= room]
+    if len(kept) < len(pairs):
+        print(f"[train] task curves: {len(pairs) - len(kept)} of {len(pairs)} sampled {task} pairs are longer than "
+              f"model.max_len={model.config.max_len} tokens and are left out of the curve")
+    return kept
+
+
+def _task_names(train: TrainConfig) -> list[str]:
+    names = [n.strip() for n in train.eval_tasks.split(",") if n.strip()]
+    for name in names:
+        spec = tasks.TASKS.get(name)
+        if spec is None or spec.track != "zero_shot":
+            zero_shot = [n for n, s in tasks.TASKS.items() if s.track == "zero_shot"]
+            raise ValueError(f"config key train.eval_tasks: {name!r} is not a minimal-pair task; use some of {zero_shot}")
+    return names
+
+
+def _data_dir(train: TrainConfig) -> str | None:
+    return train.eval_data_dir or os.environ.get("BABYLM_DATA_DIR") or None
+
+
+class TaskCurves:
+    """Scores a fixed sample of each task with one compiled scorer."""
+
+    def __init__(self, samples: dict[str, TaskSample], tokenizer: Any, model: Transformer, params: Any):
+        self.samples, self.tokenizer = samples, tokenizer
+        variant = family_spec(model.config.family).scoring
+        self.scorer = scoring.SentenceScorer(model, self._local(params), variant, tokenizer.mask_id)
+
+    @classmethod
+    def from_config(
+        cls, train: TrainConfig, tokenizer: Any, model: Transformer, params: Any
+    ) -> "TaskCurves | None":
+        """The curves `train.eval_tasks` asks for; None when off (or no data directory, with a notice)."""
+        names = _task_names(train)
+        if not names:
+            return None
+        data_dir = _data_dir(train)
+        if data_dir is None:
+            print("[train] task curves off: train.eval_tasks needs train.eval_data_dir or $BABYLM_DATA_DIR")
+            return None
+        samples = {}
+        for name in names:
+            spec = tasks.get_task(name)
+            files = spec.find_files(data_dir)  # FileNotFoundError names the task and the folder
+            pairs = minimal_pairs.read_pairs(files, spec.pair_format)
+            sample = _fitting(sample_by_uid(pairs, train.eval_task_items), tokenizer, model, name)
+            samples[name] = TaskSample(sample, spec.unk_is_wrong)
+        return cls(samples, tokenizer, model, params)
+
+    @staticmethod
+    def _local(params: Any) -> Any:
+        """The parameters as host arrays of this process (gathered from every host when sharded)."""
+        if jax.process_count() > 1:
+            return multihost_utils.process_allgather(params, tiled=True)
+        return params
+
+    def score(self, params: Any) -> dict[str, float]:
+        """Macro-averaged accuracy of each task's sample under `params`."""
+        self.scorer.set_params(self._local(params))
+        return {
+            name: minimal_pairs.evaluate_pairs(self.scorer, self.tokenizer, sample.pairs, sample.unk_is_wrong)["accuracy"]
+            for name, sample in self.samples.items()
+        }
