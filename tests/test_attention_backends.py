@@ -1,6 +1,7 @@
-"""Attention backends are one table (`core.attention_backends`): each entry's kernel imports, the
-config checks `model.attention` against the table, and a fixture backend added by one entry
-(its kernel below) runs a model exactly as "reference" does."""
+"""Attention backends are one table (`core.attention_backends`) and their kernels one table beside the
+kernels (`model.attention.KERNELS`): every entry has its kernel, the config checks `model.attention`
+against the table, and a fixture backend added by an entry in each (its kernel below) runs a model
+exactly as "reference" does."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -27,13 +28,14 @@ def dense_kernel(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, interpret=False):
 
 @pytest.fixture
 def dense(monkeypatch):
-    """The fixture backend "dense", registered on the CPU only: one table entry."""
-    monkeypatch.setitem(attention_backends.ATTENTION_BACKENDS, "dense",
-                        AttentionBackend(f"{__name__}:dense_kernel", platforms=("cpu",)))
+    """The fixture backend "dense", registered on the CPU only: its entry and its kernel."""
+    monkeypatch.setitem(attention_backends.ATTENTION_BACKENDS, "dense", AttentionBackend(platforms=("cpu",)))
+    monkeypatch.setitem(attention.KERNELS, "dense", dense_kernel)
     CALLS.clear()
 
 
-def test_every_entry_names_a_kernel_that_imports():
+def test_every_entry_has_its_kernel_and_every_kernel_an_entry():
+    assert list(attention.KERNELS) == list(attention_backends.ATTENTION_BACKENDS)
     for name in attention_backends.ATTENTION_BACKENDS:
         assert callable(attention.kernel(name)), name
     assert attention_backends.attention_kinds() == ("auto", "xla", "cudnn", "splash", "reference")

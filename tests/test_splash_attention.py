@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import attention
-from babylm_jax.model import splash_attention as splash_kernels
-from babylm_jax.model.splash_attention import block_size, splash_attention
+from babylm_jax.model import attention
+from babylm_jax.model.attention import splash_attention
+from babylm_jax.model.attention import splash_block_size as block_size
 
 B, L, H, K = 4, 128, 2, 16
 
@@ -65,7 +66,7 @@ def test_a_kernel_first_built_inside_jit_serves_later_calls():
     """The kernel is cached by shape: built in a jit trace (a train step), it holds no tracer of that trace
     that a later call (the eval step, or here an eager call) would meet as a leaked tracer."""
     q, k, v, segment_ids = packed_inputs()
-    splash_kernels._kernel.cache_clear()  # whichever test ran first, this one builds the kernel under jit
+    attention._splash_kernel_for.cache_clear()  # whichever test ran first, this one builds the kernel under jit
     jitted = jax.jit(lambda q, k, v, s: splash_attention(q, k, v, s, "causal", interpret=True))(q, k, v, segment_ids)
     np.testing.assert_allclose(splash_attention(q, k, v, segment_ids, "causal", interpret=True), jitted, atol=1e-6)
 
@@ -106,7 +107,7 @@ def test_the_kernel_holds_the_tables_of_make_splash_mha_as_numpy_arrays(causal):
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel_lib
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 
-    ours = splash_kernels._kernel(causal, H, 256, True)
+    ours = attention._splash_kernel_for(causal, H, 256, True)
     block = block_size(256)
     head = mask_lib.CausalMask((256, 256)) if causal else mask_lib.FullMask((256, 256))
     blocks = kernel_lib.BlockSizes(**{f: block for f in ("block_q", "block_kv", "block_kv_compute", "block_q_dkv",

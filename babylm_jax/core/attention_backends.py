@@ -1,14 +1,14 @@
-"""Attention backends (`model.attention`), one entry each: where a kernel runs, in which dtypes, and the kernel.
+"""Attention backends (`model.attention`), one entry each: where a backend runs and in which dtypes.
 
-    backend = ATTENTION_BACKENDS["cudnn"]   # platforms, dtypes, kernel ("module:function")
+    backend = ATTENTION_BACKENDS["cudnn"]   # platforms, dtypes, where "auto" picks it
 
-`model.attention` is "auto" or a key of ATTENTION_BACKENDS (config.model checks it, once);
-`model.attention.resolve` picks and refuses by the entries, `model.attention.attend` runs the
-entry's kernel, imported on first use: `kernel(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, interpret)`
--> out_BxLxHxK with `mask` a `model.attention.Mask` (`interpret`: a Pallas kernel runs in
+`model.attention` is "auto" or a key of ATTENTION_BACKENDS (config.model checks it, once, before any
+work); `model.attention.resolve` picks and refuses by the entries, and `model.attention.KERNELS` holds
+each backend's kernel function beside the kernels: `kernel(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask,
+interpret)` -> out_BxLxHxK with `mask` a `model.attention.Mask` (`interpret`: a Pallas kernel runs in
 interpret mode, on any backend; tests). "auto" takes, in table order, the first backend
 whose `auto_on` holds the platform and whose dtypes hold the compute dtype, else AUTO_FALLBACK.
-Adding a backend: its entry here and its kernel module (in model/).
+Adding a backend: its entry here and its kernel in `model.attention.KERNELS`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ HALF = ("bfloat16", "float16")
 class AttentionBackend:
     """One implementation of softmax attention and what it needs."""
 
-    kernel: str  # "module:function", imported on first use
     platforms: tuple[str, ...] = ANY_PLATFORM  # where it runs
     dtypes: tuple[str, ...] = ANY_DTYPE  # the compute dtypes it takes
     auto_on: tuple[str, ...] = ()  # platforms where "auto" picks it (for its dtypes)
@@ -33,12 +32,10 @@ class AttentionBackend:
 
 
 ATTENTION_BACKENDS: dict[str, AttentionBackend] = {
-    "xla": AttentionBackend("babylm_jax.model.attention:xla_kernel"),
-    "cudnn": AttentionBackend("babylm_jax.model.attention:cudnn_kernel", platforms=("cuda",), dtypes=HALF,
-                              auto_on=("cuda",), needs="a CUDA GPU"),
-    "splash": AttentionBackend("babylm_jax.model.splash_attention:splash_kernel", platforms=("tpu",),
-                               auto_on=("tpu",), needs="a TPU (a Pallas TPU kernel)"),
-    "reference": AttentionBackend("babylm_jax.model.attention:reference_kernel", auto_on=("cpu",)),
+    "xla": AttentionBackend(),
+    "cudnn": AttentionBackend(platforms=("cuda",), dtypes=HALF, auto_on=("cuda",), needs="a CUDA GPU"),
+    "splash": AttentionBackend(platforms=("tpu",), auto_on=("tpu",), needs="a TPU (a Pallas TPU kernel)"),
+    "reference": AttentionBackend(auto_on=("cpu",)),
 }
 
 
