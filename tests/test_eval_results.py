@@ -161,7 +161,7 @@ def test_a_task_added_as_one_registry_entry_is_found_scored_and_reported(tmp_pat
     from fixtures.run import make_run
 
     monkeypatch.setitem(tasks.TASKS, "fixture_pairs", tasks.TaskSpec(
-        "fixture_pairs", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",), pair_format="zhoblimp"))
+        "fixture_pairs", "zero_shot", "accuracy", tasks.TaskRunner.MINIMAL_PAIRS, ("*.jsonl",), pair_format="zhoblimp"))
     data_dir = tmp_path / "data" / "fixture_pairs"
     data_dir.mkdir(parents=True)
     rows = [{"sentence_good": good, "sentence_bad": bad, "UID": "order", "phenomenon": "word_order"}

@@ -16,7 +16,7 @@ from babylm_jax.corpus.tokenizer import CharTokenizer
 from babylm_jax.eval.fmri import cogbench, encoding, features, ridge
 from babylm_jax.tools import fmri_synth
 from babylm_jax.config.evaluation import EvalSettings, default_settings
-from babylm_jax.tasks.registry import TaskSpec
+from babylm_jax.tasks.registry import TaskRunner, TaskSpec
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
 
@@ -170,7 +170,7 @@ def test_pooled_features_equal_one_row_at_a_time(loaded):
 
 
 def _spec(name):
-    runner = encoding.run_word_fmri if name == "word_fmri" else encoding.run_fmri
+    runner = TaskRunner.WORD_FMRI if name == "word_fmri" else TaskRunner.FMRI
     return TaskSpec(name, "fmri", "mean", runner, ("train/word/word.txt",), folder="cogbench")
 
 

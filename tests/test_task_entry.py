@@ -8,13 +8,13 @@ import pathlib
 from babylm_jax import evaluate
 from babylm_jax.eval.finetune import clue
 from babylm_jax.tasks import formats, leakage, registry
-from babylm_jax.tasks.formats import PairFields, RowFields
+from babylm_jax.tasks.formats import FileFormat, PairFields, RowFields
 
-# Everything the task is: an existing format ("rows") with fields, labels and files of its own, in a
+# Everything the task is: an existing format (FileFormat.ROWS) with fields, labels and files of its own, in a
 # folder named unlike the task (TaskSpec.root is honoured).
 ENTRY = registry.TaskSpec(
-    "fixture_nli", "finetune", "accuracy", "finetune", folder="fixture_nli_v2",
-    finetune=registry.FinetuneSpec("rows", ("no", "yes"), RowFields(("premise", "claim"), label="verdict", group="kind"),
+    "fixture_nli", "finetune", "accuracy", registry.TaskRunner.FINETUNE, folder="fixture_nli_v2",
+    finetune=registry.FinetuneSpec(FileFormat.ROWS, ("no", "yes"), RowFields(("premise", "claim"), label="verdict", group="kind"),
                                    train=("train-*.jsonl",), dev=("valid.jsonl",), unlabelled="?"))
 PREMISES = ("今天天气很好", "我们去公园散步吧", "他把杯子打碎了", "今天我们去公园")
 
@@ -72,7 +72,7 @@ def test_the_entry_is_fine_tuned_and_scored_end_to_end(tmp_path, monkeypatch):
     assert set(details["per_kind"]) == {"even", "odd"}  # accuracy per the entry's group field
 
 
-PAIRS_ENTRY = registry.TaskSpec("fixture_pairs", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+PAIRS_ENTRY = registry.TaskSpec("fixture_pairs", "zero_shot", "accuracy", registry.TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                                 pair_format="fixture_pairs")
 PAIRS_FORMAT = PairFields("good", "bad", "paradigm", None)
 

@@ -1,6 +1,8 @@
 """One home for the field names of the task files: every reader and the task registry agree with it."""
 import json
 
+import pytest
+
 from babylm_jax.tasks import leakage
 from babylm_jax.tasks import formats as task_formats
 from babylm_jax.eval.zero_shot import minimal_pairs
@@ -36,6 +38,18 @@ def test_registry_folders_match_the_formats():
     assert registry.official_tasks("fmri") == ("word_fmri", "fmri")
     finetune = [spec for spec in TASKS.values() if spec.track == "finetune"]
     assert len(finetune) == 6 and all(spec.finetune.reader in readers.READERS for spec in finetune)
+    assert set(readers.READERS) == set(task_formats.FileFormat)
+
+
+def test_every_runner_has_its_function_and_an_entry_names_its_runner_and_format_by_member():
+    from babylm_jax.eval.runner import RUNNERS
+
+    assert set(RUNNERS) == set(registry.TaskRunner)
+    with pytest.raises(TypeError, match="task t: runner 'finetune' is not a TaskRunner"):
+        registry.TaskSpec("t", "finetune", "accuracy", "finetune")
+    with pytest.raises(TypeError, match="task t: reader 'rows' is not a FileFormat"):
+        registry.TaskSpec("t", "finetune", "accuracy", registry.TaskRunner.FINETUNE,
+                          finetune=registry.FinetuneSpec("rows"))
 
 
 def test_leakage_reads_every_text_field(tmp_path):

@@ -1,4 +1,4 @@
-"""Runs registry tasks on a loaded model: each spec's runner by name, a failure not stopping the others,
+"""Runs registry tasks on a loaded model: each spec's runner function, a failure not stopping the others,
 a signal stopping the rest."""
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.config.evaluation import EvalSettings
 from babylm_jax.model.loaded import LoadedModel
-from babylm_jax.tasks.registry import TaskSpec
+from babylm_jax.tasks.registry import TaskRunner, TaskSpec
 
 Runner = Callable[[TaskSpec, LoadedModel, pathlib.Path, EvalSettings], TaskResult]
-RUNNERS: dict[str, Runner] = {  # TaskSpec.runner -> the function that scores the task
-    "minimal_pairs": minimal_pairs.run_minimal_pairs,
-    "finetune": classifier.run_finetune,
-    "word_fmri": encoding.run_word_fmri,
-    "fmri": encoding.run_fmri,
+RUNNERS: dict[TaskRunner, Runner] = {  # TaskSpec.runner -> the function that scores the task
+    TaskRunner.MINIMAL_PAIRS: minimal_pairs.run_minimal_pairs,
+    TaskRunner.FINETUNE: classifier.run_finetune,
+    TaskRunner.WORD_FMRI: encoding.run_word_fmri,
+    TaskRunner.FMRI: encoding.run_fmri,
 }
 
 

@@ -13,7 +13,16 @@ every prepared zero-shot file); `pair_fields` reads each row in its own shape.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Mapping
+
+
+class FileFormat(enum.Enum):
+    """A fine-tuning task's file format (`FinetuneSpec.reader`); its reader is `tasks.readers.READERS[format]`."""
+
+    ROWS = "rows"  # one JSON object a line, the row's text fields in order
+    WSC = "wsc"  # as ROWS, asked first whether the pronoun means the span (cluewsc2020)
+    C3 = "c3"  # one JSON list a file of [paragraphs, questions, id]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,16 +1,16 @@
-"""Readers of the fine-tuning tasks' files, one per file format, named by an entry's `FinetuneSpec.reader`.
+"""Readers of the fine-tuning tasks' files, one per `formats.FileFormat` (an entry's `FinetuneSpec.reader`).
 
 A reader turns one file into `Example`s (and the count of unlabelled rows it dropped), and
 gives the leakage check the evaluation texts the file holds. A classification example has one
 input row and a label in 0..len(labels)-1; a multiple-choice example has one row per option
 and the label is the index of the right option. Field names live in `formats`.
 
-- "rows": one JSON object a line, `fields.texts` the row's segments in order, `fields.label` a
+- ROWS: one JSON object a line, `fields.texts` the row's segments in order, `fields.label` a
   label name of `labels` (afqmc "0"/"1"; ocnli and diagnostic_nli neutral, entailment,
   contradiction; tnews codes 100..116 less 105 and 111), `fields.group` reported per group.
-- "wsc": as "rows", asked first whether the pronoun `target.span2_text` means `target.span1_text`
+- WSC: as ROWS, asked first whether the pronoun `target.span2_text` means `target.span1_text`
   (cluewsc2020, labels "true"/"false").
-- "c3": each file ONE JSON list of `[[paragraph, ...], [{"question", "choice": [...], "answer"}, ...],
+- C3: each file ONE JSON list of `[[paragraph, ...], [{"question", "choice": [...], "answer"}, ...],
   id]`; one multiple-choice example per question, rows (passage, question, option).
 
 In the official pipeline's layout (`tasks.layout`) the CLUE tasks' files are the ones its
@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 from babylm_jax.core.jsonl import read_json, read_jsonl
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, PAIR_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
-                                      WSC_TARGET)
+                                      WSC_TARGET, FileFormat)
 from babylm_jax.tasks.registry import TaskSpec
 
 WSC_QUESTION = "\"{span2}\"在这段话中指的是\"{span1}\"吗？"
@@ -148,10 +148,10 @@ def _c3_texts(path: pathlib.Path, spec: TaskSpec) -> Iterator[str]:
         yield from document[0]
 
 
-READERS: dict[str, Reader] = {  # FinetuneSpec.reader -> its format
-    "rows": _row_reader(_segments),
-    "wsc": _row_reader(_wsc_segments),
-    "c3": Reader(_c3_examples, _c3_texts),
+READERS: dict[FileFormat, Reader] = {  # FinetuneSpec.reader -> the reader of that format
+    FileFormat.ROWS: _row_reader(_segments),
+    FileFormat.WSC: _row_reader(_wsc_segments),
+    FileFormat.C3: Reader(_c3_examples, _c3_texts),
 }
 
 

@@ -2,8 +2,9 @@
 
 A spec names the task's folder under the data directory (and in the official download), the
 files it reads, their format (`formats`), its track and metric, what else it needs, and its
-runner by name: `eval.runner.RUNNERS[spec.runner]` scores it. A fine-tuning task's spec also
-holds a `FinetuneSpec`: its reader (`readers.READERS`), row fields, label map and split files.
+runner (a `TaskRunner`: `eval.runner.RUNNERS[spec.runner]` is the function that scores it). A
+fine-tuning task's spec also holds a `FinetuneSpec`: its file format (`formats.FileFormat`, read by
+`readers.READERS[format]`), row fields, label map and split files.
 Everything that asks which tasks there are, where their files lie or which fields they hold
 reads this table, so a task of a known format and runner is one entry here. It imports
 nothing of evaluation.
@@ -11,13 +12,23 @@ nothing of evaluation.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import pathlib
 from typing import Iterator
 
 from babylm_jax.tasks import layout
-from babylm_jax.tasks.formats import RowFields
+from babylm_jax.tasks.formats import FileFormat, RowFields
 
 SPLITS = ("train", "dev")  # a fine-tuning task's splits; dev is scored
+
+
+class TaskRunner(enum.Enum):
+    """Which runner scores a task (`TaskSpec.runner`); its function is `eval.runner.RUNNERS[runner]`."""
+
+    MINIMAL_PAIRS = "minimal_pairs"
+    FINETUNE = "finetune"
+    WORD_FMRI = "word_fmri"
+    FMRI = "fmri"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +41,7 @@ class FinetuneSpec:
     splits are the official `<task>.{train,valid}.jsonl` instead.
     """
 
-    reader: str  # the file format: a key of tasks.readers.READERS
+    reader: FileFormat  # the file format, read by tasks.readers.READERS[reader]
     labels: tuple[str, ...] = ()  # label names in id order, as the official pipeline numbers them; () = multiple choice
     fields: RowFields = RowFields(())  # a row's text segments, label and group (the row readers)
     train: tuple[str, ...] = ("train.json",)
@@ -55,7 +66,7 @@ class TaskSpec:
     name: str
     track: str
     metric: str  # the key of the official value in results.json, e.g. "accuracy" or "mean"
-    runner: str  # the key of its runner in eval.runner.RUNNERS
+    runner: TaskRunner  # the runner that scores it (its function: eval.runner.RUNNERS[runner])
     files: tuple[str, ...] = ()  # () for a fine-tuning task: its files are its splits' (`finetune`)
     folder: str = ""  # defaults to `name`
     pair_format: str = ""  # minimal pairs: the file format (tasks.formats.PAIR_FORMATS)
@@ -63,6 +74,14 @@ class TaskSpec:
     needs: tuple[str, ...] = ()  # "<task>:<split>": another task's split it reads as its own (trains on)
     official_dir: str = ""  # its folder in the official evaluation_data/ download; "" = not there
     finetune: FinetuneSpec | None = None  # fine-tuning tasks: reader, labels, split files
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.runner, TaskRunner):
+            raise TypeError(f"task {self.name}: runner {self.runner!r} is not a TaskRunner (one of "
+                            f"{', '.join(runner.name for runner in TaskRunner)})")
+        if self.finetune is not None and not isinstance(self.finetune.reader, FileFormat):
+            raise TypeError(f"task {self.name}: reader {self.finetune.reader!r} is not a FileFormat (one of "
+                            f"{', '.join(fmt.name for fmt in FileFormat)})")
 
     @property
     def directory_name(self) -> str:
@@ -151,38 +170,38 @@ TNEWS_LABELS = tuple(str(code) for code in sorted({*range(100, 117)} - {105, 111
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("zhoblimp", "zero_shot", "accuracy", "minimal_pairs", ("ZhoBLiMP/*.jsonl|*.jsonl",),
+        TaskSpec("zhoblimp", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("ZhoBLiMP/*.jsonl|*.jsonl",),
                  pair_format="zhoblimp", official_dir="full_eval/zhoblimp"),
-        TaskSpec("xcomps_zh", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+        TaskSpec("xcomps_zh", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                  pair_format="xcomps"),
-        TaskSpec("hanzi_structure", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+        TaskSpec("hanzi_structure", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                  pair_format="hanzi_structure", unk_is_wrong=True, official_dir="full_eval/hanzi_structure"),
-        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+        TaskSpec("hanzi_pinyin", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                  pair_format="hanzi_pinyin", unk_is_wrong=True, official_dir="full_eval/hanzi_pinyin"),
-        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+        TaskSpec("hanzi_structure_hidden", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                  pair_format="hanzi_structure", unk_is_wrong=True),
-        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", "minimal_pairs", ("*.jsonl",),
+        TaskSpec("hanzi_pinyin_hidden", "zero_shot", "accuracy", TaskRunner.MINIMAL_PAIRS, ("*.jsonl",),
                  pair_format="hanzi_pinyin", unk_is_wrong=True),
         # Fine-tuning: the protocol per task is EvalSettings.finetune[name] (configs/eval.py); files and
         # labels as tasks/readers.py describes them.
-        TaskSpec("afqmc", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
-                 finetune=FinetuneSpec("rows", ("0", "1"), RowFields(("sentence1", "sentence2")))),
-        TaskSpec("ocnli", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
-                 finetune=FinetuneSpec("rows", NLI_LABELS, RowFields(("sentence1", "sentence2")), unlabelled="-")),
-        TaskSpec("tnews", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
-                 finetune=FinetuneSpec("rows", TNEWS_LABELS, RowFields(("sentence",)))),
-        TaskSpec("cluewsc2020", "finetune", "accuracy", "finetune", official_dir=layout.OFFICIAL_CLUE_DIR,
-                 finetune=FinetuneSpec("wsc", ("true", "false"), RowFields(("text",)))),
-        TaskSpec("c3", "finetune", "accuracy", "finetune", finetune=FinetuneSpec(
-            "c3", train=("c3-d-train.json", "c3-m-train.json"), dev=("c3-d-dev.json", "c3-m-dev.json"))),
-        TaskSpec("diagnostic_nli", "finetune", "accuracy", "finetune", needs=("ocnli:train",), finetune=FinetuneSpec(
-            "rows", NLI_LABELS, RowFields(("sentence1", "sentence2"), group="phenomenon"), train=(),
-            dev=("*.json|*.jsonl",))),
+        TaskSpec("afqmc", "finetune", "accuracy", TaskRunner.FINETUNE, official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec(FileFormat.ROWS, ("0", "1"), RowFields(("sentence1", "sentence2")))),
+        TaskSpec("ocnli", "finetune", "accuracy", TaskRunner.FINETUNE, official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec(FileFormat.ROWS, NLI_LABELS, RowFields(("sentence1", "sentence2")), unlabelled="-")),
+        TaskSpec("tnews", "finetune", "accuracy", TaskRunner.FINETUNE, official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec(FileFormat.ROWS, TNEWS_LABELS, RowFields(("sentence",)))),
+        TaskSpec("cluewsc2020", "finetune", "accuracy", TaskRunner.FINETUNE, official_dir=layout.OFFICIAL_CLUE_DIR,
+                 finetune=FinetuneSpec(FileFormat.WSC, ("true", "false"), RowFields(("text",)))),
+        TaskSpec("c3", "finetune", "accuracy", TaskRunner.FINETUNE, finetune=FinetuneSpec(
+            FileFormat.C3, train=("c3-d-train.json", "c3-m-train.json"), dev=("c3-d-dev.json", "c3-m-dev.json"))),
+        TaskSpec("diagnostic_nli", "finetune", "accuracy", TaskRunner.FINETUNE, needs=("ocnli:train",),
+                 finetune=FinetuneSpec(FileFormat.ROWS, NLI_LABELS, RowFields(("sentence1", "sentence2"), group="phenomenon"),
+                                       train=(), dev=("*.json|*.jsonl",))),
         # fMRI: the CogBench root; settings in EvalSettings.word_fmri / .fmri (configs/eval.py).
-        TaskSpec("word_fmri", "fmri", "mean", "word_fmri",
+        TaskSpec("word_fmri", "fmri", "mean", TaskRunner.WORD_FMRI,
                  ("train/word/word.txt", "train/word_fmri/*_selected.mat", "dev/word/word.txt",
                   "dev/word_fmri/*_selected.mat"), folder="cogbench", official_dir=layout.OFFICIAL_FMRI_DIR),
-        TaskSpec("fmri", "fmri", "mean", "fmri",
+        TaskSpec("fmri", "fmri", "mean", TaskRunner.FMRI,
                  ("train/story/story_*.txt", "train/fmri/*/*/story_*.mat", "dev/story/story_*.txt",
                   "dev/fmri/*/*/story_*.mat"), folder="cogbench", official_dir=layout.OFFICIAL_FMRI_DIR),
     )
