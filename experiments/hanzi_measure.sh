@@ -63,7 +63,8 @@ evaluate "$OUT/facts" "$OUT/facts_config.py" --config.data.max_documents="$MAX_D
 
 python - "$OUT" "$NOFACTS" <<'EOF'
 import json, pathlib, sys
-from babylm_jax.corpus.tokenizer import is_cjk_unified, load_tokenizer
+from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.corpus.tokenizer_training import is_cjk_unified
 out = pathlib.Path(sys.argv[1])
 probe = [json.loads(line) for path in sorted((out / "eval_data").glob("hanzi_*/*.jsonl")) for line in open(path)]
 hanzi = sorted({c for row in probe for k in ("sentence_good", "sentence_bad") for c in row[k] if is_cjk_unified(c)})

@@ -11,6 +11,7 @@ from babylm_jax.core.vocab import Framing
 from babylm_jax.corpus import token_cache
 from babylm_jax.corpus import words
 from babylm_jax.corpus import tokenizer as tok
+from babylm_jax.corpus import tokenizer_training
 from babylm_jax.tasks import unk_audit
 from fixtures.data import synthetic
 
@@ -28,7 +29,7 @@ def _config(kind: str, byte_fallback: bool, **overrides) -> TokenizerConfig:
 def trained(request):
     kind, byte_fallback = request.param
     texts = synthetic.documents(300) + [TEXT]
-    return tok.train_tokenizer(texts, _config(kind, byte_fallback), 400)
+    return tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 400)
 
 
 def test_special_ids_are_fixed(trained):
@@ -116,7 +117,7 @@ def test_save_load(trained, tmp_path):
 
 
 def test_fast_offsets_match_sentencepiece_proto():
-    sp = tok.train_tokenizer(synthetic.documents(200), _config("bpe", True), 400)
+    sp = tokenizer_training.train_tokenizer(synthetic.documents(200), _config("bpe", True), 400)
     text = TEXT + UNSEEN + " 我 们\n"
     ids = sp.encode(text)
     fast, proto = sp.offsets_array(text, ids), sp._proto_offsets(text)
@@ -130,30 +131,30 @@ def test_fast_offsets_match_sentencepiece_proto():
 
 
 def test_char_min_count():
-    char = tok.train_tokenizer(["甲甲乙"], _config("char", False, min_char_count=2), 100)
+    char = tokenizer_training.train_tokenizer(["甲甲乙"], _config("char", False, min_char_count=2), 100)
     assert char.encode("甲乙") == [char.encode("甲")[0], tok.UNK_ID]
 
 
 def test_required_character_sets():
     counts = {"我": 5, "们": 9, "a": 50, "龘": 1, "𠀀": 2, "。": 3}
-    corpus = tok.required_characters("corpus_cjk", counts)
-    assert corpus[:5] == ["们", "我", "。", "𠀀", "龘"] and set(corpus) == set("们我𠀀龘" + tok.CHINESE_PUNCTUATION)
-    basic = tok.required_characters("cjk_basic", counts)
-    assert len(basic) == 0x9FFF - 0x4E00 + 1 + 1 + len(tok.CHINESE_PUNCTUATION)  # + 𠀀 from the corpus
-    assert basic[:2] == ["们", "我"] and tok.required_characters("", counts) == []
+    corpus = tokenizer_training.required_characters("corpus_cjk", counts)
+    assert corpus[:5] == ["们", "我", "。", "𠀀", "龘"] and set(corpus) == set("们我𠀀龘" + tokenizer_training.CHINESE_PUNCTUATION)
+    basic = tokenizer_training.required_characters("cjk_basic", counts)
+    assert len(basic) == 0x9FFF - 0x4E00 + 1 + 1 + len(tokenizer_training.CHINESE_PUNCTUATION)  # + 𠀀 from the corpus
+    assert basic[:2] == ["们", "我"] and tokenizer_training.required_characters("", counts) == []
 
 
 @pytest.mark.parametrize("kind,byte_fallback", [("char", False), ("bpe", True), ("unigram", False)])
 def test_required_characters_get_their_own_ids(kind, byte_fallback):
     texts = synthetic.documents(300) + [TEXT]
     required = [chr(c) for c in range(0x4E00, 0x4E00 + 500)] + list("们龘")
-    trained = tok.train_tokenizer(texts, _config(kind, byte_fallback), 1200, required)
+    trained = tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 1200, required)
     assert [trained.id_to_piece(i) for i in range(7)] == list(tok.SPECIAL_PIECES)
     for ch in required:  # never UNK, never bytes: one piece that is the character
         assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
     assert trained.decode(trained.encode(TEXT)) == TEXT
     with pytest.raises(ValueError, match=r"required_characters needs 502 .*model.vocab_size=300"):
-        tok.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
+        tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
 
 
 @pytest.mark.parametrize("kind", ["char", "bpe"])
@@ -161,11 +162,11 @@ def test_radicals_and_parts_are_tokens_of_their_own(kind):
     pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
     texts = synthetic.documents(300) + [TEXT, "伙伴们说汞有毒。"]
     counts = {c: 1 for c in "".join(texts)}
-    required = tok.required_characters(tok.PARTS_SETTING, counts)
+    required = tokenizer_training.required_characters(tokenizer_training.PARTS_SETTING, counts)
     assert {"亻", "半", "工", "水", "⺮", "⼝"} <= set(required)  # 伴 = 亻 + 半, 汞 = 工 over 水, two radical blocks
     assert len([c for c in required if 0x2E80 <= ord(c) <= 0x2FDF]) == 329
-    config = _config(kind, True, required_characters=tok.PARTS_SETTING)
-    trained = tok.train_tokenizer(texts, config, 1400, required)
+    config = _config(kind, True, required_characters=tokenizer_training.PARTS_SETTING)
+    trained = tokenizer_training.train_tokenizer(texts, config, 1400, required)
     for ch in "亻半工水⺮⼝":
         assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
     if kind == "bpe":  # user symbols: never inside a longer piece
@@ -177,10 +178,10 @@ def test_radicals_and_parts_are_tokens_of_their_own(kind):
 def test_no_unk_on_hanzi_task_files():
     tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
     counts = {c: 1 for c in "".join(synthetic.documents(50))}
-    plain = tok.char_tokenizer_from_counts(counts, 30000, 1, False)
+    plain = tokenizer_training.char_tokenizer_from_counts(counts, 30000, 1, False)
     assert sum(t["unk_items"] for t in unk_audit.unk_audit(plain, tasks).values()) > 0
-    required = tok.required_characters("cjk_basic", counts)
-    covered = tok.char_tokenizer_from_counts(counts, 30000, 1, False, required)
+    required = tokenizer_training.required_characters("cjk_basic", counts)
+    covered = tokenizer_training.char_tokenizer_from_counts(counts, 30000, 1, False, required)
     report = unk_audit.unk_audit(covered, tasks)
     assert report and all(t["unk_items"] == 0 and t["items"] > 0 for t in report.values())
 
@@ -195,7 +196,7 @@ def _jieba_cut(text: str) -> list[str]:
 def _reference_word_ids(tokenizer, text: str) -> list[int]:
     """The obvious reading of the words kind: plain jieba.cut, then per word the longest vocabulary piece at
     each position (any length), else the character's byte pieces or UNK."""
-    pieces = {tokenizer.id_to_piece(i): i for i in range(tok.reserved_ids(tokenizer.byte_fallback), tokenizer.vocab_size)}
+    pieces = {tokenizer.id_to_piece(i): i for i in range(tokenizer_training.reserved_ids(tokenizer.byte_fallback), tokenizer.vocab_size)}
     ids = []
     for word in _jieba_cut(text):
         while word:
@@ -213,14 +214,14 @@ def _reference_word_ids(tokenizer, text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def word_tokenizer():
-    return tok.train_tokenizer(synthetic.documents(300) + [TEXT], _config("words", True, min_char_count=2), 360)
+    return tokenizer_training.train_tokenizer(synthetic.documents(300) + [TEXT], _config("words", True, min_char_count=2), 360)
 
 
 def test_words_equal_the_reference_on_plain_jieba_cut(word_tokenizer):
     texts = _shard_texts() + ["图书馆里的学生们喜欢看书", "abc123 我们 2024年 ３点", "猫喜欢吃鱼吃鱼吃鱼", ""]
     for text in texts:
         assert word_tokenizer.encode(text) == _reference_word_ids(word_tokenizer, text), text
-    no_fallback = tok.train_tokenizer(synthetic.documents(300), _config("words", False, min_char_count=2), 100)
+    no_fallback = tokenizer_training.train_tokenizer(synthetic.documents(300), _config("words", False, min_char_count=2), 100)
     for text in texts:
         assert no_fallback.encode(text) == _reference_word_ids(no_fallback, text), text
 
@@ -238,26 +239,26 @@ def test_word_pieces_never_cross_a_word_boundary(word_tokenizer):
 
 def test_frequent_words_are_whole_and_characters_come_first(word_tokenizer):
     counts = collections.Counter(w for d in synthetic.documents(300) + [TEXT] for w in _jieba_cut(d) if len(w) > 1)
-    pieces = [word_tokenizer.id_to_piece(i) for i in range(tok.reserved_ids(True), word_tokenizer.vocab_size)]
+    pieces = [word_tokenizer.id_to_piece(i) for i in range(tokenizer_training.reserved_ids(True), word_tokenizer.vocab_size)]
     multi = [p for p in pieces if len(p) > 1]
     assert pieces[:len(pieces) - len(multi)] == [p for p in pieces if len(p) == 1]  # characters, then words
     assert multi == sorted(multi, key=lambda w: (-counts[w], w)) and multi[0] == counts.most_common(1)[0][0]
-    assert len(multi) == 360 - tok.reserved_ids(True) - (len(pieces) - len(multi))  # words fill the vocabulary
+    assert len(multi) == 360 - tokenizer_training.reserved_ids(True) - (len(pieces) - len(multi))  # words fill the vocabulary
     rare = [w for w, n in counts.items() if n >= 2 and w not in multi]
     assert rare and all(len(word_tokenizer.encode(w)) > 1 for w in rare)
     alone = [w for w in multi if _jieba_cut(w) == [w]]  # jieba may cut a word of some context apart alone
     assert len(alone) > len(multi) // 2
-    assert all(word_tokenizer.encode(w) == [tok.reserved_ids(True) + pieces.index(w)] for w in alone)
+    assert all(word_tokenizer.encode(w) == [tokenizer_training.reserved_ids(True) + pieces.index(w)] for w in alone)
 
 
 def test_words_vocab_without_room_for_words_is_refused():
     with pytest.raises(ValueError, match="model.vocab_size=300 leaves no id for a word"):
-        tok.train_tokenizer(synthetic.documents(300), _config("words", True), 300)
+        tokenizer_training.train_tokenizer(synthetic.documents(300), _config("words", True), 300)
 
 
 def test_words_keep_every_required_character():
-    required = tok.required_characters("cjk_basic", {})
-    words_kind = tok.word_tokenizer_from_counts({"我": 5}, {"我们": 3}, 21_500, 1, False, required)
+    required = tokenizer_training.required_characters("cjk_basic", {})
+    words_kind = tokenizer_training.word_tokenizer_from_counts({"我": 5}, {"我们": 3}, 21_500, 1, False, required)
     assert words_kind.encode("我们") == [words_kind.vocab_size - 1]
     tasks = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
     report = unk_audit.unk_audit(words_kind, tasks)
@@ -267,5 +268,5 @@ def test_words_keep_every_required_character():
 def test_a_vocabulary_too_large_for_the_text_says_the_size_to_set():
     with pytest.raises(ValueError, match=r"vocab_size=4000: .* set model.vocab_size to at most \d+, or give it more "
                                          r"text") as error:
-        tok.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
+        tokenizer_training.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
     assert "raise model.vocab_size" not in str(error.value)

@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-from babylm_jax.corpus.tokenizer import char_tokenizer_from_counts
+from babylm_jax.corpus.tokenizer_training import char_tokenizer_from_counts
 from babylm_jax.tasks.unk_audit import unk_audit
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"

@@ -6,7 +6,7 @@ import pytest
 
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
-from babylm_jax.eval.zero_shot import scoring
+from babylm_jax.eval.zero_shot import scoring, unit_packing
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
 
@@ -71,8 +71,8 @@ def test_masked_copy_masks_later_tokens_of_the_same_word():
 @pytest.mark.parametrize("family,variant", [("causal", "causal"), ("mlm", "pll")])
 def test_packing_places_every_unit_once(family, variant):
     sentences = _sentences(family, [3, 5, 0, 3, 7, 5, 1, 3, 20])
-    groups = scoring.make_units(sentences, variant, MASK)
-    rows = scoring.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant == "causal")
+    groups = unit_packing.make_units(sentences, variant, MASK)
+    rows = unit_packing.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant == "causal")
     unit_tokens = sum(len(g.arrays()[0]) * m for m, g in groups.items())
     assert sum(r.real_tokens for r in rows) == unit_tokens
     reads = np.concatenate([r.read_sentence.ravel() for r in rows])
@@ -90,10 +90,10 @@ def test_too_long_sentence_is_a_clear_error():
 
 
 def test_batch_sizes_cover_rows_with_little_padding():
-    assert scoring.batch_sizes(81, 64, 1) == [64, 32]
-    assert scoring.batch_sizes(128, 64, 8) == [64, 64]
-    assert scoring.batch_sizes(3, 64, 8) == [8]
-    assert scoring.batch_sizes(70, 60, 8) == [64, 8]
+    assert unit_packing.batch_sizes(81, 64, 1) == [64, 32]
+    assert unit_packing.batch_sizes(128, 64, 8) == [64, 64]
+    assert unit_packing.batch_sizes(3, 64, 8) == [8]
+    assert unit_packing.batch_sizes(70, 60, 8) == [64, 8]
 
 
 def test_chunked_projection_equals_full_logits():

@@ -14,7 +14,7 @@ pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
 from babylm_jax.core.families import family_spec  # noqa: E402
-from babylm_jax.corpus import tokenizer as tokenizer_lib  # noqa: E402
+from babylm_jax.corpus import tokenizer_training  # noqa: E402
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.hf import writer  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
@@ -40,7 +40,7 @@ CASES = {  # name: (family, mlp, norm, output layer, scan_layers)
 @pytest.fixture(scope="module")
 def tokenizer():
     counts = {c: 2 for c in TEXT}
-    return tokenizer_lib.char_tokenizer_from_counts(counts, vocab_size=400, min_count=1, byte_fallback=True)
+    return tokenizer_training.char_tokenizer_from_counts(counts, vocab_size=400, min_count=1, byte_fallback=True)
 
 
 def _export(tmp_path_factory, tokenizer, name):

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.tools import hanzi_facts
+from babylm_jax.tools import hanzi_fact_writer, hanzi_facts
 from babylm_jax.corpus import hanzi_lexicon
 from babylm_jax.tasks import leakage
 from babylm_jax.corpus import preparation
@@ -213,7 +213,7 @@ def test_pair_facts_are_true_many_and_varied(lexicon, tmp_path):
 
 def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
     infos = [i for i in hanzi_facts.select_characters(lexicon, "200", None) if len(i.parts) >= 2]
-    writer = hanzi_facts.FactWriter(infos, seed=1)
+    writer = hanzi_fact_writer.FactWriter(infos, seed=1)
     for info in infos[:30]:
         text = writer.paragraph(info)
         for position, part in info.parts:  # the character, then the position, then the part
@@ -227,10 +227,10 @@ def test_every_part_is_stated_at_its_position(lexicon, tmp_path):
 
 def test_each_paragraph_names_new_partners(lexicon):
     infos = hanzi_facts.select_characters(lexicon, "300", None)
-    writer = hanzi_facts.FactWriter(infos, seed=2)
+    writer = hanzi_fact_writer.FactWriter(infos, seed=2)
     info = next(i for i in infos if 13 <= sum(j.readings[0].final == i.readings[0].final for j in infos) <= 40)
     group = [j.char for j in infos if j.readings[0].final == info.readings[0].final and j.char != info.char]
-    paragraphs = len(group) // hanzi_facts.PAIRS_PER_RELATION
+    paragraphs = len(group) // hanzi_fact_writer.PAIRS_PER_RELATION
     named = []
     for _ in range(paragraphs):
         for sentence in re.findall(r"[^。]*。", writer.paragraph(info)):
@@ -238,5 +238,5 @@ def test_each_paragraph_names_new_partners(lexicon):
             if m and _pair_relation(m.group(2)) == "final" and "不" not in m.group(2):
                 named.append(m.group(1))
     # three partners a paragraph, none named twice until the whole group has been named
-    assert len(named) == paragraphs * hanzi_facts.PAIRS_PER_RELATION and len(set(named)) == len(named), named
+    assert len(named) == paragraphs * hanzi_fact_writer.PAIRS_PER_RELATION and len(set(named)) == len(named), named
     assert set(named) <= set(group)

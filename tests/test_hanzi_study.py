@@ -25,7 +25,7 @@ def _workdir(tmp_path, tokenizer_dir):
 
 
 def test_row_and_table(tmp_path):
-    from babylm_jax.corpus.tokenizer import char_tokenizer_from_counts
+    from babylm_jax.corpus.tokenizer_training import char_tokenizer_from_counts
 
     study = load_script("experiments/hanzi_study_table.py")
     char_tokenizer_from_counts({"伴": 2, "字": 1}, 30, 1, False).save(tmp_path / "tok")

@@ -3,7 +3,7 @@
 Every import counts: module level, under `if TYPE_CHECKING:` and inside functions. A room may hold
 sub-rooms (sub-packages, `babylm_jax.<room>.<sub-room>.<module>`): they keep their room's rank, import
 each other one way, and each says its job in the one-line docstring that is its whole __init__.py.
-The package stays small enough to read: at most MAX_FOLDERS folders.
+The package stays small enough to read: at most MAX_FOLDERS folders, no module over MAX_LINES lines.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 ROOMS = ("core", "tasks", "config", "corpus", "model", "eval", "training", "hf", "tools")
 COMMANDS = len(ROOMS)
 MAX_FOLDERS = 15  # the package folder, its rooms and their sub-rooms
+MAX_LINES = 400  # lines of one module
 
 
 def module_names() -> dict[str, pathlib.Path]:
@@ -120,6 +121,12 @@ def sub_rooms() -> list[pathlib.Path]:
 
 def test_the_package_has_few_folders():
     assert len(folders()) <= MAX_FOLDERS, [folder.relative_to(PACKAGE.parent).as_posix() for folder in folders()]
+
+
+def test_no_module_is_over_max_lines():
+    over = sorted(f"{name} ({lines} lines)" for name, path in module_names().items()
+                  if (lines := len(path.read_text().splitlines())) > MAX_LINES)
+    assert not over, f"modules over {MAX_LINES} lines (split each by job): {over}"
 
 
 @pytest.mark.parametrize("folder", sub_rooms(), ids=lambda folder: folder.relative_to(PACKAGE).as_posix())

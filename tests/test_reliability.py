@@ -51,7 +51,7 @@ from fixtures.cli import user_error
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate, prepare
 from babylm_jax.core import atomic
-from babylm_jax.corpus import tokenizer as tokenizer_lib
+from babylm_jax.corpus import tokenizer_training
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.corpus.preparation import prepare_corpus
 from babylm_jax.training import checkpoint
@@ -353,7 +353,7 @@ def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
             {"sentence_good": "我们吃饭。", "sentence_bad": "我们" * 10 + "饭吃。", "UID": "u", "phenomenon": "p"}]
     path = _pairs_file(tmp_path, rows)
     pairs = minimal_pairs.read_pairs([path], "zhoblimp")
-    tokenizer = tokenizer_lib.char_tokenizer_from_counts({c: 1 for c in "我们吃饭。"}, 64, 1, byte_fallback=False)
+    tokenizer = tokenizer_training.char_tokenizer_from_counts({c: 1 for c in "我们吃饭。"}, 64, 1, byte_fallback=False)
     scorer = types.SimpleNamespace(model=types.SimpleNamespace(config=types.SimpleNamespace(family="causal", max_len=16)),
                                    variant="causal")
     with pytest.raises(ValueError, match=rf"{path}:2: the bad sentence needs 2\d tokens, more than the model's max_len=16"):

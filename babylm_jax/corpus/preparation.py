@@ -33,8 +33,9 @@ from babylm_jax.corpus.sources import list_sources
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.progress import StageTimes
 from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
-from babylm_jax.corpus.tokenizer import (Tokenizer, char_tokenizer_from_counts, check_vocab_room, load_tokenizer,
-                                       required_characters, reserved_ids, train_tokenizer, word_tokenizer_from_counts)
+from babylm_jax.corpus.tokenizer import Tokenizer, load_tokenizer
+from babylm_jax.corpus.tokenizer_training import (char_tokenizer_from_counts, check_vocab_room, required_characters,
+                                                reserved_ids, train_tokenizer, word_tokenizer_from_counts)
 
 
 @dataclasses.dataclass

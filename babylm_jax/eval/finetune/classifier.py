@@ -15,6 +15,7 @@ then cosine down to a share of the peak; score = dev accuracy at the best epoch.
 Examples are packed whole into rows of max_len tokens with segment ids (`example_packing`):
 a training step computes the batch's real tokens and little padding, and the dev split runs in
 batches of one shape; rows are split over a data-parallel mesh of the local devices.
+What a task prints about its time is `progress_clock`; its figure, `epoch_figure`.
 """
 from __future__ import annotations
 
@@ -28,26 +29,25 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import matplotlib.figure
-import matplotlib.ticker
 import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
-from babylm_jax.core.families import family_spec
-from babylm_jax.eval.finetune import clue, example_packing as packing
-from babylm_jax.corpus.tokenizer import Tokenizer
-from babylm_jax.eval.results import TaskResult
 from babylm_jax.config.evaluation import EvalSettings, FinetuneOptions
-from babylm_jax.tasks.registry import TaskSpec
-from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.core.families import family_spec
+from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.eval.finetune import clue, example_packing as packing
+from babylm_jax.eval.finetune.epoch_figure import epoch_curve_figure
+from babylm_jax.eval.finetune.progress_clock import ProgressClock
+from babylm_jax.eval.results import TaskResult
+from babylm_jax.model.loaded import LoadedModel, Params
 from babylm_jax.model.transformer import Transformer
+from babylm_jax.tasks.registry import TaskSpec
 
 NEG_INF = -1e9  # score of a padded option slot
 LAYER_NORM_EPS = 1e-5  # the official head's (its classifier_layer_norm_eps)
-TIMED_STEPS = 10  # steps timed (after the first) for the estimate printed before the rest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,11 +120,6 @@ class FinetuneModel(nn.Module):
         return jnp.where(present_ExC, out_ExCxK[..., 0], NEG_INF)
 
 
-def data_mesh(devices: list | None = None) -> Mesh:
-    """A 1-D `data` mesh over the local devices; packed rows are split over it."""
-    return Mesh(np.asarray(list(jax.local_devices() if devices is None else devices)), ("data",))
-
-
 @dataclasses.dataclass(frozen=True)
 class StepSettings:
     """The static part of the optimizer; the learning rate is passed per step."""
@@ -154,6 +149,11 @@ def finetune_optimizer(settings: StepSettings) -> optax.GradientTransformation:
                        optax.add_decayed_weights(settings.weight_decay))
 
 
+def data_mesh(devices: list | None = None) -> Mesh:
+    """A 1-D `data` mesh over the local devices; packed rows are split over it."""
+    return Mesh(np.asarray(list(jax.local_devices() if devices is None else devices)), ("data",))
+
+
 ROW_KEYS = ("tokens", "segments", "positions")  # [R, L]: split over the mesh
 SLOT_KEYS = ("pool", "present", "labels", "index")  # [E, ...]: on every device
 
@@ -161,6 +161,37 @@ SLOT_KEYS = ("pool", "present", "labels", "index")  # [E, ...]: on every device
 def _device_batch(batch: packing.Batch, rows: NamedSharding, slots: NamedSharding) -> dict[str, jax.Array]:
     return {**{k: jax.device_put(batch[k], rows) for k in ROW_KEYS},
             **{k: jax.device_put(batch[k], slots) for k in SLOT_KEYS}}
+
+
+@dataclasses.dataclass(frozen=True)
+class _PackShape:
+    """How one task's examples are packed: row length, row multiples, evaluation batch shape, shardings."""
+
+    options: FinetuneOptions
+    num_choices: int
+    last: bool  # pool the last token of each input row (causal), else the first
+    rows_multiple: int
+    eval_rows: int
+    eval_slots: int
+    rows: NamedSharding
+    slots: NamedSharding
+
+    @classmethod
+    def of(cls, options: FinetuneOptions, train: clue.EncodedSplit, dev: clue.EncodedSplit, last: bool,
+           mesh: Mesh) -> "_PackShape":
+        num_choices = max(len(rows) for rows in train.ids + dev.ids)
+        eval_rows = math.ceil(max(options.eval_rows, num_choices) / mesh.size) * mesh.size
+        shortest = min(sum(len(r) for r in rows) for rows in dev.ids)
+        eval_slots = min(len(dev.ids), eval_rows * max(1, options.max_len // shortest))
+        return cls(options, num_choices, last, math.lcm(options.rows_multiple, mesh.size), eval_rows, eval_slots,
+                   NamedSharding(mesh, P("data")), NamedSharding(mesh, P()))
+
+    def eval_batches(self, split: clue.EncodedSplit) -> list[packing.Batch]:
+        return packing.eval_batches(split, self.options.max_len, self.eval_rows, self.eval_slots, self.num_choices,
+                                    self.last)
+
+    def device(self, batch: packing.Batch) -> dict[str, jax.Array]:
+        return _device_batch(batch, self.rows, self.slots)
 
 
 def _logits(model: FinetuneModel, params: dict, batch: dict, **kwargs: Any) -> jax.Array:
@@ -201,48 +232,18 @@ def predict_step(model: FinetuneModel, params: dict, batch: dict) -> jax.Array:
     return jnp.argmax(_logits(model, params, batch), axis=-1)
 
 
-@dataclasses.dataclass
-class _Clock:
-    """The up-front plan of one task and the estimate from its first timed steps, printed once each."""
-
-    task: str
-    num_steps: int
-    progress: bool
-    started: float = 0.0
-    printed: bool = False
-
-    def plan(self, options: FinetuneOptions, num_train: int, num_dev: int) -> None:
-        self.say(f"{num_train:,} examples x {options.epochs} epochs = {self.num_steps:,} steps of "
-                 f"{options.batch_size}; {num_dev:,} dev examples evaluated after each epoch")
-
-    def compiled(self, rows: list[int], seconds: float) -> None:
-        self.say(f"compiled the train step for {len(rows)} row count(s) {rows} and the dev step in {seconds:.1f} s")
-
-    def after_step(self, step: int, loss: jax.Array) -> None:
-        """Times steps 1..1+TIMED_STEPS (one device sync at each end) and prints the estimate."""
-        if self.printed or step not in (1, 1 + TIMED_STEPS) or self.num_steps < 1 + TIMED_STEPS:
-            return
-        loss.block_until_ready()
-        if step == 1:
-            self.started = time.perf_counter()
-            return
-        per_step = (time.perf_counter() - self.started) / TIMED_STEPS
-        self.printed = True
-        self.say(f"{1 / per_step:.2f} steps/s over steps 2-{step}: training about "
-                 f"{_duration(per_step * (self.num_steps - step))} more (dev evaluations not included)")
-
-    def evaluated(self, seconds: float, epochs: int) -> None:
-        if epochs > 1:
-            self.say(f"dev evaluation {seconds:.1f} s: about {_duration(seconds * (epochs - 1))} more over the "
-                     f"{epochs - 1} epochs left")
-
-    def say(self, text: str) -> None:
-        if self.progress:
-            print(f"[finetune] {self.task}: {text}", flush=True)
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+def _compile_all(model: FinetuneModel, settings: StepSettings, state: Any, shape: _PackShape,
+                 plan: packing.TrainPlan, dev_batch: dict, dropout_key: jax.Array) -> tuple[list[int], float]:
+    """Compiles the train step for every row count of `plan` and the prediction step, before step 1;
+    (the row counts, seconds)."""
+    start = time.perf_counter()
+    for rows in plan.shapes:
+        batch = {key: jax.ShapeDtypeStruct((rows, plan.row_len), jnp.int32, sharding=shape.rows) for key in ROW_KEYS}
+        batch |= {key: jax.ShapeDtypeStruct((plan.batch_size, *dev_batch[key].shape[1:]), dev_batch[key].dtype,
+                                            sharding=shape.slots) for key in SLOT_KEYS}
+        finetune_step.lower(model, settings, state, batch, dropout_key, np.int32(0), np.float32(0)).compile()
+    predict_step.lower(model, state[0], dev_batch).compile()
+    return plan.shapes, time.perf_counter() - start
 
 
 def finetune(
@@ -272,7 +273,7 @@ def finetune(
     dropout_key = jax.random.fold_in(key, 1)
     dev_packed = shape.eval_batches(dev)
     dev_batches = [shape.device(b) for b in dev_packed]
-    clock = _Clock(task.name, num_steps, options.progress)
+    clock = ProgressClock(task.name, num_steps, options.progress)
     clock.plan(options, len(train.ids), len(dev.ids))
     clock.compiled(*_compile_all(model, settings, state, shape, plan, dev_batches[0], dropout_key))
     dev_labels = np.asarray(dev.labels)
@@ -305,57 +306,6 @@ def finetune(
                            num_truncated={"train": train.num_truncated, "dev": dev.num_truncated})
 
 
-def _count_tokens(tokens: dict[str, int], split: str, *batches: packing.Batch) -> None:
-    real, rows = packing.padded_tokens(list(batches))
-    tokens[f"{split}_real"] = tokens.get(f"{split}_real", 0) + real
-    tokens[f"{split}_rows"] = tokens.get(f"{split}_rows", 0) + rows
-
-
-@dataclasses.dataclass(frozen=True)
-class _PackShape:
-    """How one task's examples are packed: row length, row multiples, evaluation batch shape, shardings."""
-
-    options: FinetuneOptions
-    num_choices: int
-    last: bool  # pool the last token of each input row (causal), else the first
-    rows_multiple: int
-    eval_rows: int
-    eval_slots: int
-    rows: NamedSharding
-    slots: NamedSharding
-
-    @classmethod
-    def of(cls, options: FinetuneOptions, train: clue.EncodedSplit, dev: clue.EncodedSplit, last: bool,
-           mesh: Mesh) -> "_PackShape":
-        num_choices = max(len(rows) for rows in train.ids + dev.ids)
-        eval_rows = math.ceil(max(options.eval_rows, num_choices) / mesh.size) * mesh.size
-        shortest = min(sum(len(r) for r in rows) for rows in dev.ids)
-        eval_slots = min(len(dev.ids), eval_rows * max(1, options.max_len // shortest))
-        return cls(options, num_choices, last, math.lcm(options.rows_multiple, mesh.size), eval_rows, eval_slots,
-                   NamedSharding(mesh, P("data")), NamedSharding(mesh, P()))
-
-    def eval_batches(self, split: clue.EncodedSplit) -> list[packing.Batch]:
-        return packing.eval_batches(split, self.options.max_len, self.eval_rows, self.eval_slots, self.num_choices,
-                                    self.last)
-
-    def device(self, batch: packing.Batch) -> dict[str, jax.Array]:
-        return _device_batch(batch, self.rows, self.slots)
-
-
-def _compile_all(model: FinetuneModel, settings: StepSettings, state: Any, shape: _PackShape,
-                 plan: packing.TrainPlan, dev_batch: dict, dropout_key: jax.Array) -> tuple[list[int], float]:
-    """Compiles the train step for every row count of `plan` and the prediction step, before step 1;
-    (the row counts, seconds)."""
-    start = time.perf_counter()
-    for rows in plan.shapes:
-        batch = {key: jax.ShapeDtypeStruct((rows, plan.row_len), jnp.int32, sharding=shape.rows) for key in ROW_KEYS}
-        batch |= {key: jax.ShapeDtypeStruct((plan.batch_size, *dev_batch[key].shape[1:]), dev_batch[key].dtype,
-                                            sharding=shape.slots) for key in SLOT_KEYS}
-        finetune_step.lower(model, settings, state, batch, dropout_key, np.int32(0), np.float32(0)).compile()
-    predict_step.lower(model, state[0], dev_batch).compile()
-    return plan.shapes, time.perf_counter() - start
-
-
 def _initial_params(body_params: Params, num_outputs: int, d_model: int, key: jax.Array) -> Params:
     """The pretrained body and a fresh head, as a float32 copy (finetune_step donates it)."""
     head_params = ClassifierHead(num_outputs).init(key, jnp.zeros((1, d_model)))
@@ -374,32 +324,18 @@ def _dev_predictions(model: nn.Module, params: Params, dev_batches: list, num_ex
     return predicted
 
 
+def _count_tokens(tokens: dict[str, int], split: str, *batches: packing.Batch) -> None:
+    real, rows = packing.padded_tokens(list(batches))
+    tokens[f"{split}_real"] = tokens.get(f"{split}_real", 0) + real
+    tokens[f"{split}_rows"] = tokens.get(f"{split}_rows", 0) + rows
+
+
 def per_group_accuracy(examples: list[clue.Example], predictions: np.ndarray) -> dict[str, float]:
     """Accuracy per `Example.group` (diagnostic_nli phenomena)."""
     correct: dict[str, list[bool]] = {}
     for example, predicted in zip(examples, predictions):
         correct.setdefault(example.group, []).append(bool(predicted == example.label))
     return {group: float(np.mean(hits)) for group, hits in sorted(correct.items())}
-
-
-def epoch_curve_figure(task_name: str, outcome: FinetuneOutcome) -> matplotlib.figure.Figure:
-    """Dev accuracy and train loss per epoch, best epoch marked."""
-    epochs = np.arange(1, len(outcome.dev_accuracy) + 1)
-    figure = matplotlib.figure.Figure(figsize=(6, 3.5))
-    acc_axes = figure.add_subplot()
-    acc_axes.plot(epochs, outcome.dev_accuracy, "o-", color="#4c72b0", label="dev accuracy")
-    acc_axes.axvline(outcome.best_epoch, color="grey", linestyle="--", linewidth=1)
-    acc_axes.set_xlabel("epoch")
-    acc_axes.set_ylabel("dev accuracy")
-    acc_axes.set_ylim(0, 1)
-    loss_axes = acc_axes.twinx()
-    loss_axes.plot(epochs, outcome.train_loss, "s-", color="#dd8452", label="train loss")
-    loss_axes.set_ylabel("train loss")
-    acc_axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    figure.legend(loc="lower right", fontsize="small")
-    acc_axes.set_title(f"{task_name}: best epoch {outcome.best_epoch} ({outcome.best_accuracy:.4f})")
-    figure.tight_layout()
-    return figure
 
 
 def run_finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, settings: EvalSettings) -> TaskResult:
@@ -432,5 +368,5 @@ def run_finetune(spec: TaskSpec, loaded: LoadedModel, data_dir: pathlib.Path, se
     return TaskResult(
         values={"accuracy": outcome.best_accuracy},
         details=details,
-        figures={"epochs": epoch_curve_figure(task_name, outcome)},
+        figures={"epochs": epoch_curve_figure(task_name, outcome.dev_accuracy, outcome.train_loss, outcome.best_epoch)},
     )
