@@ -101,7 +101,8 @@ class TrainConfig:
     mask_rate: float = 0.15  # mlm/hybrid: masking rate at the start ...
     mask_rate_final: float = 0.15  # ... and at the end (linear curriculum)
     hybrid_causal_share: float = 0.0625  # hybrid: share of rows trained causally (1:15)
-    seq_len_curriculum: tuple[tuple[float, int], ...] = ()  # ((start_share, seq_len), ...): rows split to shorter lengths
+    # ((start_share, seq_len), ...): rows split to shorter lengths
+    seq_len_curriculum: tuple[tuple[float, int], ...] = ()
     allow_schedule_change: bool = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
     # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk: CPU 256; GPU/TPU ~256 MB of f32 logits)
     loss_chunk: int = 0
