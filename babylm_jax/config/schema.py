@@ -78,6 +78,6 @@ class RunConfig:
 
 
 def default_config() -> ml_collections.ConfigDict:
-    """Every key of a run's config at its field's default, as a ConfigDict: what configs/base.py returns,
+    """Every key of a run's config at its field's default, as a ConfigDict: what configs/base.py starts from,
     and so every key a `--config.a.b=v` override can set."""
     return ml_collections.ConfigDict(dataclasses.asdict(RunConfig()))
