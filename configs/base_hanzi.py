@@ -3,17 +3,15 @@
     python -m babylm_jax.tools.hanzi_facts --out runs/hanzi_facts --characters 1000 --words 807275 --seed 0
     python -m babylm_jax.train --config configs/base_hanzi.py --workdir runs/base_hanzi
 
-The arm "facts_heads_input" of the issue-26 study (experiments/README.md, "Issue 26"): 1,200 steps
+The arm "facts_heads_input" of the hanzi study (experiments/README.md, "auxiliary heads, radicals
+as tokens", with its scores and times), the best of its arms on both hanzi probes: 1,200 steps
 of base.py's model, 30% of the words generated facts about the 1,000 most frequent hanzi (the
 generator command above: 806,982 jieba words, 2,377 paragraphs), in front of the first 36,684
 documents of the builtin corpus (the facts replace its last documents, so the run has the 2.69M
 words of base.py's corpus), every corpus hanzi an id of its own, and heads for syllable (weight
 0.3), tone, initial, final and radical (0.1 each) at each token's own position
-(train.aux_heads.position="auto" for a causal model). Measured, seeds 0 / 1: hanzi probe structure
-0.658 / 0.608, pinyin 0.593 / 0.557, full ZhoBLiMP 0.570 / 0.551 (no facts, seed 0: 0.508 / 0.507 /
-0.571; facts without heads, seed 0: 0.554 / 0.543 / 0.569); 15 minutes of training on the shared
-2-core CPU at load 5-9 (the arm without heads: 6.7 minutes at load 2-5). The heads are training-only: the
-exported model and every score path are those of a run without them.
+(train.aux_heads.position="auto" for a causal model). The heads are training-only: the exported
+model and every score path are those of a run without them.
 """
 import pathlib
 
@@ -31,5 +29,5 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.max_documents = FACTS_DOCUMENTS + BUILTIN_DOCUMENTS
     config.data.tokenizer.required_characters = "corpus_cjk"
     config.train.num_steps = 1200
-    config.train.aux_heads.update(syllable=0.3, tone=0.1, initial=0.1, final=0.1, radical=0.1, position="auto")
+    config.train.aux_heads.update(syllable=0.3, tone=0.1, initial=0.1, final=0.1, radical=0.1)
     return config

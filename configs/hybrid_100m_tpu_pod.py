@@ -17,18 +17,10 @@ over groups of 4 chips (`mesh.fsdp = 4`, one TPU host) along the embedding axis,
 batch over all chips. Global batch 1,024 x 512 = 524,288 tokens per step; 2,500 steps ~
 10 epochs (~1.3B tokens); LAMB is made for large batches, so the peak rate stays 1e-2 with
 a proportionally shorter warmup. The global batch must divide by the number of processes.
-
-Throughput (estimate, not measured): 728 MFLOP per token; on a v5p-32 slice (16 chips x
-459 TFLOP/s bf16) at an assumed 35% MFU, ~3.5M tokens/s, so ~0.15 s per step and ~7 minutes
-for 2,500 steps (plus compilation and checkpoints); on v4-32 (16 x 275 TFLOP/s) ~10
-minutes. Memory per chip (libtpu 0.0.42.1 compiling this step for v5p:2x2x4 on a CPU host:
-`python -m babylm_jax.aot --config configs/hybrid_100m_tpu_pod.py`, every curriculum length,
-2026-12-02): with splash attention (model.attention auto on TPU) 0.45 GiB of sharded state and
-7.44 GiB of temporaries, peak 7.89 GiB of a v5p chip's 95 GiB at rows of 128, 256 and 512 alike;
-collectives all-reduce x6, all-gather x14, all-to-all x2. With model.attention='xla' (the
-[B, H, L, L] scores materialised) the rows of 512 peaked at 14.3 GiB (13.9 GiB temporaries).
-XLA's FLOP count leaves out the splash kernels. (The 16-virtual-CPU compile quoted before
-said 52 GB: the CPU's attention and layouts, not a TPU's.)
+Scanned layers (one layer's program for XLA to partition), remat, threefry bits, float32 logits: the
+layout compiled for the pod, whose memory per chip and throughput estimate are in
+experiments/README.md, "The accelerator steps compiled from this CPU" (hybrid_100m.py's
+unrolled layers come from an H200's step anatomy).
 """
 import pathlib
 
@@ -45,8 +37,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.mesh.topology = "v5p:2x2x4"  # v5p-32: 16 chips (python -m babylm_jax.aot compiles for it)
     config.train.update(batch_size=1024, num_steps=2500, warmup_steps=40, grad_accum_steps=2,
                         log_every_steps=25, eval_every_steps=250)
-    # hybrid_100m.py's speed settings come from an H200's step anatomy; on TPU keep the compiled and
-    # sized layout above: scanned layers (one layer's program for XLA to partition) and remat
+    # the pod's layout (see above), not hybrid_100m.py's H200 one
     config.model.update(scan_layers=True, remat="dots_no_batch")
     config.train.update(rng_impl="threefry2x32", loss_logits_dtype="float32")
     config.checkpoint.every_steps = 250

@@ -14,14 +14,10 @@ baseline. BERT's recipe: 15% of tokens predicted (80/10/10 corruption), rows of 
 for the first 90% of steps, then 512 (the 512-token rows are split into four 128-token
 rows, so tokens per step stay 65,536); 17,000 steps ~ 10 epochs.
 What the CPU study carries over (learning rate, tokens over size, two seeds per
-comparison): configs/causal_14m.py.
-
-Throughput: 81.4 MFLOP per token at length 128, 88.5 at 512 (bidirectional attention, logits
-at the predicted positions); not measured on a GPU. It takes causal_14m.py's speed settings
-(unrolled layers, bf16 loss logits), which that recipe's step anatomy chose. Target, attention (cuDNN, bidirectional)
-and precision: configs/causal_14m.py. Memory (XLA's GPU compiler for an H100, on a CPU host:
-`python -m babylm_jax.aot --config configs/mlm_14m.py`, 2026-12-02): 0.15 GiB of state and
-7.3 GiB of temporaries at length 128, 7.4 GiB at 512, in one pass (peak 7.5 GiB of 74.5 GiB).
+comparison): configs/causal_14m.py. It takes causal_14m.py's speed settings (unrolled layers,
+bf16 loss logits), which that recipe's step anatomy chose; target, attention (cuDNN,
+bidirectional) and precision too. Its FLOPs and compiled memory: experiments/README.md, "The
+accelerator steps compiled from this CPU".
 """
 import pathlib
 
@@ -33,7 +29,5 @@ from babylm_jax.config.files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("causal_14m.py"))
     config.model.family = "mlm"
-    config.train.mask_rate = 0.15
-    config.train.mask_rate_final = 0.15
     config.train.seq_len_curriculum = ((0.0, 128), (0.9, 512))
     return config

@@ -19,7 +19,9 @@ from fixtures.cli import user_error
 from fixtures.run import make_run
 
 from babylm_jax import prepare, train
-from babylm_jax.config.schema import RunConfig
+from babylm_jax.config import cli
+from babylm_jax.config.schema import RunConfig, default_config
+from babylm_jax.config.typed import defaults
 from babylm_jax.training import run_config
 from babylm_jax.training.checkpoint import CheckpointError
 
@@ -103,6 +105,23 @@ def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=r"config.json: config key train.optimizer='sgd': must be one of"):
         run_config.load_run_config(str(tmp_path))
+
+
+def test_default_config_holds_every_key_at_its_field_default_and_base_py_overrides_any_of_them():
+    assert RunConfig.from_config(default_config()) == RunConfig()
+    keys = sorted(_leaves(default_config().to_dict()))
+    assert keys == sorted(_leaves(cli.load_config("configs/base.py").to_dict()))
+    run = RunConfig.from_config(cli.load_config("configs/base.py", ["--config.train.num_steps=7",
+                                                                    "--config.data.leakage.ngram=9"]))
+    assert (run.train.num_steps, run.data.leakage.ngram) == (7, 9)
+    # only the optional fields' defaults stand in for a key a saved config lacks
+    assert set(defaults(RunConfig)) == {k for k in keys if k.startswith("model.") or k.startswith("train.aux_heads.")} | {
+        "train.deterministic", "train.loss_logits_dtype", "train.rng_impl"}
+
+
+def _leaves(values: dict, prefix: str = "") -> list[str]:
+    return [leaf for key, value in values.items() for leaf in (
+        _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [prefix + key])]
 
 
 def test_a_resume_takes_a_key_the_saved_config_lacks_as_its_schema_default(tmp_path):

@@ -1,6 +1,6 @@
 """Fine-tuning settings to and from the official pipeline's `config.yaml`, and the named protocols.
 
-The official pipeline (upstream `pipeline.py eval`, 2026-06-06) reads a participant's
+The official pipeline (upstream `pipeline.py eval`) reads a participant's
 `config.yaml`; the final evaluation runs it with the file each team fixed at upload:
 
     finetune_hparams:
@@ -14,7 +14,7 @@ The official pipeline (upstream `pipeline.py eval`, 2026-06-06) reads a particip
 
 A task's settings are `{**global (with defaults), **task_overrides[task]}`, exactly as the
 pipeline merges them, so a file without a cluewsc2020 override trains it 10 epochs. The
-pipeline before 2026-06-05 (2c8a2d9) spelled that override `wsc_epochs: 30`, read here as
+older pipeline (2c8a2d9) spelled that override `wsc_epochs: 30`, read here as
 `task_overrides.cluewsc2020.max_epochs`. `train_examples: N` (babylm_jax's own key, which the
 official pipeline ignores) fine-tunes on a fixed N of each training split. Here they become
 per-task overrides of `FinetuneOptions` fields (`TaskSettings`).

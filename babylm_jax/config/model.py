@@ -3,14 +3,14 @@
     model = ModelConfig.from_config(config.model)   # names any unknown, mistyped or invalid key
 
 The defaults below are the one home of the model's sizes and switches: configs/base.py starts
-from them, and a key that a run's config.json lacks takes them.
+from them, and a key that a config (a run's config.json) leaves out takes them.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from babylm_jax.config.typed import build
+from babylm_jax.config.typed import build, optional
 from babylm_jax.core.attention_backends import attention_kinds
 from babylm_jax.core.families import family_spec
 
@@ -23,32 +23,32 @@ EMBEDDING_GRADS = ("scatter", "one_hot")  # model.embedding_grad: model.layers.e
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Sizes and switches of the Transformer; built from `config.model`."""
+    """Sizes and switches of the Transformer; built from `config.model`, where a key left out takes its default."""
 
-    family: str = "causal"  # a key of core.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
-    vocab_size: int = 6000
-    d_model: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    d_ff: int = 384
-    max_len: int = 512
-    mlp: str = "swiglu"
-    norm: str = "rmsnorm"
-    rope_theta: float = 10000.0
-    dropout: float = 0.0
-    scan_layers: bool = False
-    remat: str = "none"
-    dtype: str = "float32"  # the compute dtype; "bfloat16" on accelerators
+    family: str = optional("causal")  # a key of core.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
+    vocab_size: int = optional(6000)
+    d_model: int = optional(128)
+    num_layers: int = optional(4)
+    num_heads: int = optional(4)
+    d_ff: int = optional(384)
+    max_len: int = optional(512)
+    mlp: str = optional("swiglu")
+    norm: str = optional("rmsnorm")
+    rope_theta: float = optional(10000.0)
+    dropout: float = optional(0.0)
+    scan_layers: bool = optional(False)
+    remat: str = optional("none")
+    dtype: str = optional("float32")  # the compute dtype; "bfloat16" on accelerators
     # "auto" (resolved per platform by model.attention.resolve: cuDNN flash attention on a CUDA GPU in bf16,
     # Pallas splash attention on TPU, "reference" on CPU, "xla" elsewhere) or a key of
     # core.attention_backends.ATTENTION_BACKENDS: "xla" (jax.nn.dot_product_attention), "cudnn" (CUDA + bf16
     # only), "splash" (TPU only; rows of a multiple of 128 tokens, others take "xla") or "reference"
     # (written-out gradient)
-    attention: str = "auto"
-    residual_dtype: str = "float32"  # the residual stream between blocks; "bfloat16" only with dtype bfloat16
+    attention: str = optional("auto")
+    residual_dtype: str = optional("float32")  # the residual stream between blocks; "bfloat16" only with dtype bfloat16
     # the token embedding's gradient: "scatter" (a scatter-add), or "one_hot" (matmuls of one-hot tokens: the fast
     # one under XLA's deterministic GPU ops, train.deterministic, which turn a scatter-add into a sort)
-    embedding_grad: str = "scatter"
+    embedding_grad: str = optional("scatter")
 
     @classmethod
     def from_config(cls, model_config: Any) -> "ModelConfig":

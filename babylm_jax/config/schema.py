@@ -1,5 +1,6 @@
 """The one schema of a run's config, built and checked once at the entry point, before any work.
 
+    config = default_config()             # every key at its field's default (configs/base.py starts here)
     run = RunConfig.from_config(config)   # every key of every group typed and checked
     run.data, run.model, run.train, ...   # each layer is handed its part
     run.to_dict()                         # the plain nested dict (config.json, checkpoints, writers)
@@ -7,13 +8,16 @@
 A run's config file (configs/base.py and the recipes that start from it) holds the groups
 below; `RunConfig.from_config` names the first unknown, missing, mistyped or invalid key,
 and the rules across groups (sequence length against the model's, the batch against its
-passes).
+passes). Each key's default and meaning live on its dataclass field (config/data.py,
+config/model.py, config/training.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 from typing import Any
+
+import ml_collections
 
 from babylm_jax.config.data import DataConfig
 from babylm_jax.config.model import ModelConfig
@@ -26,12 +30,12 @@ from babylm_jax.core.families import family_spec
 class RunConfig:
     """Every group of a training run's config, typed."""
 
-    data: DataConfig
-    model: ModelConfig
-    train: TrainConfig
-    checkpoint: CheckpointConfig
-    mesh: MeshConfig
-    distributed: DistributedConfig
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    mesh: MeshConfig = MeshConfig()
+    distributed: DistributedConfig = DistributedConfig()
 
     @classmethod
     def from_config(cls, config: Any) -> "RunConfig":
@@ -71,3 +75,9 @@ class RunConfig:
                 f"{rows_per_pass} rows a pass (train.batch_size={train.batch_size} / "
                 f"train.grad_accum_steps={train.grad_accum_steps}) rounds to no causal row: "
                 "use fewer passes, more rows or a larger share")
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """Every key of a run's config at its field's default, as a ConfigDict: what configs/base.py starts from,
+    and so every key a `--config.a.b=v` override can set."""
+    return ml_collections.ConfigDict(dataclasses.asdict(RunConfig()))

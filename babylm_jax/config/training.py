@@ -1,6 +1,6 @@
 """The `train.*`, `checkpoint.*`, `mesh.*` and `distributed.*` settings, typed, with their rules.
 
-configs/base.py holds every key and its default; a key here without a default must be given.
+Each field holds its key's type, default and meaning; `rules()` the rules on their values.
 Rules that need the devices (the mesh's size) are checked where the mesh is made
 (`training.sharding`); every other rule is checked here, before any work.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from babylm_jax.config.typed import Rule, at_least
+from babylm_jax.config.typed import Rule, at_least, optional
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.writers import WANDB_MODES, WRITERS
 
@@ -26,14 +26,17 @@ AUX_POSITIONS = ("auto", "target", "input")  # train.aux_heads.position: per fam
 class AuxHeadsSettings:
     """`train.aux_heads.*`: a loss weight per auxiliary character head (0 = none), and where they predict.
 
-    Training only: model.aux_heads builds the heads, corpus.hanzi_labels their labels."""
+    Training only, never exported: model.aux_heads builds the heads, corpus.hanzi_labels their labels,
+    per token from its hanzi (pypinyin's default reading, cnradical's radical); other tokens are ignored."""
 
-    syllable: float = 0.0
-    tone: float = 0.0
-    initial: float = 0.0
-    final: float = 0.0
-    radical: float = 0.0
-    position: str = "auto"
+    syllable: float = optional(0.0)  # syllable with tone (1,379 classes)
+    tone: float = optional(0.0)
+    initial: float = optional(0.0)
+    final: float = optional(0.0)
+    radical: float = optional(0.0)
+    # "target" (the token the LM loss predicts there), "input" (its own token) or "auto": input for causal
+    # (measured better: experiments/README.md, "auxiliary heads, radicals as tokens"), target for mlm/hybrid
+    position: str = optional("auto")
 
     def rules(self) -> list[Rule]:
         return [*((head, getattr(self, head) >= 0, "a loss weight must be a number >= 0") for head in AUX_HEADS),
@@ -48,19 +51,19 @@ class AuxHeadsSettings:
 class TensorBoardConfig:
     """`train.tensorboard.*` (train.writers "tensorboard")."""
 
-    logdir: str  # "" = <workdir>/tensorboard
+    logdir: str = ""  # "" = <workdir>/tensorboard (a folder of this run's own)
 
 
 @dataclasses.dataclass(frozen=True)
 class WandbConfig:
     """`train.wandb.*` (train.writers "wandb")."""
 
-    project: str
-    entity: str
-    name: str
-    group: str
-    tags: tuple[str, ...]
-    mode: str
+    project: str = "babylm_jax"
+    entity: str = ""  # "" = your default entity
+    name: str = ""  # "" = the workdir's name
+    group: str = ""
+    tags: tuple[str, ...] = ()
+    mode: str = "online"  # "online", "offline" (sync later: wandb sync) or "disabled"
 
     def rules(self) -> list[Rule]:
         return [("mode", self.mode in WANDB_MODES, f"must be one of {WANDB_MODES}")]
@@ -70,48 +73,54 @@ class WandbConfig:
 class TrainConfig:
     """`train.*`: the optimisation, its schedule and curricula, logging and in-run evaluation."""
 
-    num_steps: int
-    batch_size: int  # global, over all devices and processes
-    seq_len: int
-    learning_rate: float
-    warmup_steps: int
-    min_lr_ratio: float
-    weight_decay: float
-    b1: float
-    b2: float
-    grad_clip: float
-    seed: int
-    log_every_steps: int
-    eval_every_steps: int
-    eval_batches: int
-    eval_tasks: str
-    eval_task_items: int
-    eval_data_dir: str
-    optimizer: str
-    schedule: str
-    decay_share: float
-    grad_accum_steps: int
-    ema_decay: float
-    z_loss: float
-    mask_rate: float
-    mask_rate_final: float
-    hybrid_causal_share: float
-    seq_len_curriculum: tuple[tuple[float, int], ...]
-    allow_schedule_change: bool
-    loss_chunk: int  # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk)
-    aux_heads: AuxHeadsSettings
-    writers: tuple[str, ...]
-    tensorboard: TensorBoardConfig
-    wandb: WandbConfig
-    # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.platforms), at a cost in
-    # speed; CPU runs are bit-exact without it (a no-op there).
-    deterministic: bool = False
+    num_steps: int = 4800
+    batch_size: int = 16  # global, over all devices and processes
+    seq_len: int = 128
+    learning_rate: float = 3e-3
+    warmup_steps: int = 30
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1  # on matmul kernels only (model.transformer.weight_decay_mask)
+    b1: float = 0.9
+    b2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 0
+    log_every_steps: int = 20
+    eval_every_steps: int = 100
+    eval_batches: int = 8
+    # Task curves: a paradigm-balanced sample of each minimal-pair task, scored at every eval
+    # and word milestone (metrics.jsonl "task/<name>", learning_curves.png); "" = off.
+    eval_tasks: str = "zhoblimp"
+    eval_task_items: int = 1180  # per task: 10 items from each of ZhoBLiMP's 118 paradigms
+    eval_data_dir: str = ""  # the tasks' data directory; "" = $BABYLM_DATA_DIR (else curves are off)
+    optimizer: str = "adamw"  # "adamw" or "lamb"
+    schedule: str = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
+    decay_share: float = 0.2  # "wsd": share of steps in the final decay
+    grad_accum_steps: int = 1  # passes a step's batch is split into; the gradient is the whole batch's
+    ema_decay: float = 0.0  # > 0 keeps EMA params, used for eval and export
+    z_loss: float = 0.0
+    mask_rate: float = 0.15  # mlm/hybrid: masking rate at the start ...
+    mask_rate_final: float = 0.15  # ... and at the end (linear curriculum)
+    hybrid_causal_share: float = 0.0625  # hybrid: share of rows trained causally (1:15)
+    # ((start_share, seq_len), ...): rows split to shorter lengths
+    seq_len_curriculum: tuple[tuple[float, int], ...] = ()
+    allow_schedule_change: bool = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
+    # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk: CPU 256; GPU/TPU ~256 MB of f32 logits)
+    loss_chunk: int = 0
+    aux_heads: AuxHeadsSettings = AuxHeadsSettings()
+    # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e
+    # ".[tensorboard]"; then `tensorboard --logdir runs/`) and/or "wandb" (".[wandb]").
+    writers: tuple[str, ...] = ("jsonl",)
+    tensorboard: TensorBoardConfig = TensorBoardConfig()
+    wandb: WandbConfig = WandbConfig()
+    # GPU: bit-exact runs and resumes with XLA's deterministic ops (core.platforms; slower, `train` says by
+    # how much); CPU runs are bit-exact without it (a no-op there).
+    deterministic: bool = optional(False)
     # a loss chunk's stored logits, accumulated and reduced in float32 either way; "bfloat16" halves the
     # HBM passes over a GPU chunk's logits, which do not stay in its cache
-    loss_logits_dtype: str = "float32"
+    loss_logits_dtype: str = optional("float32")
     # the train step's random bits (dropout, masking): "threefry2x32" (the same bits on every backend) or
     # XLA's RngBitGenerator, "rbg" / "unsafe_rbg" (cheaper on GPUs and TPUs; the bits differ by backend and sharding)
-    rng_impl: str = "threefry2x32"
+    rng_impl: str = optional("threefry2x32")
 
     def rules(self) -> list[Rule]:
         shares = ("decay_share", "hybrid_causal_share")
@@ -140,10 +149,10 @@ class TrainConfig:
 class CheckpointConfig:
     """`checkpoint.*`: rolling checkpoints and word-milestone ones."""
 
-    every_steps: int
-    max_to_keep: int
-    word_milestones: bool
-    milestone_unit: int  # words per unit (BabyLM: 1M)
+    every_steps: int = 100
+    max_to_keep: int = 2
+    word_milestones: bool = True  # extra checkpoints at 1, 2, ..., 10, 20, ..., 100 units
+    milestone_unit: int = 1_000_000  # words per unit (BabyLM: 1M)
 
     def rules(self) -> list[Rule]:
         return at_least(self, every_steps=1, max_to_keep=1, milestone_unit=1)
@@ -153,10 +162,13 @@ class CheckpointConfig:
 class MeshConfig:
     """`mesh.*`: which devices, split how."""
 
-    num_devices: int  # single-process runs: the first N devices; 0 = all
-    fsdp: int  # devices per FSDP group
-    target: str  # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (training.backend)
-    topology: str  # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100")
+    num_devices: int = 0  # single-process runs: the first N devices; 0 = all
+    fsdp: int = 1  # devices per FSDP group; 1 = pure data parallel
+    # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (then train refuses a CPU backend
+    # without --allow_cpu; training.backend)
+    target: str = ""
+    # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100", "h200")
+    topology: str = ""
 
     def rules(self) -> list[Rule]:
         return [*at_least(self, num_devices=0, fsdp=1),
@@ -167,10 +179,10 @@ class MeshConfig:
 class DistributedConfig:
     """`distributed.*`: multi-host runs."""
 
-    initialize: bool
-    coordinator_address: str
-    num_processes: int
-    process_id: int
+    initialize: bool = False  # call jax.distributed.initialize() (multi-host)
+    coordinator_address: str = ""  # empty: auto-detect (TPU pods, SLURM, ...)
+    num_processes: int = 1
+    process_id: int = 0
 
     def rules(self) -> list[Rule]:
         return [("num_processes", self.num_processes >= 1, "must be >= 1"),

@@ -2,10 +2,14 @@
 
     data = build(DataConfig, config.data, "data.")
 
-A key the dataclass lacks is refused, a field without a default must be given, each value
-must have its field's type (ints are taken as floats, lists as tuples), nested groups are
-dataclasses of their own, and a class's `rules()` ((field, holds, what it must be), ...) are
-checked last. Every error names the key (`prefix + field`) and what is wrong.
+A key the dataclass lacks is refused, every field must be given but an `optional` one, each
+value must have its field's type (ints are taken as floats, lists as tuples), nested groups
+are dataclasses of their own, and a class's `rules()` ((field, holds, what it must be), ...)
+are checked last. Every error names the key (`prefix + field`) and what is wrong.
+
+A field's default is its key's value in a new config (`config.schema.default_config()`); a
+config given must still name every key (a missing one is refused), except the keys of
+`optional(default)` fields: keys newer than some saved runs, whose config.json takes the default.
 """
 from __future__ import annotations
 
@@ -15,6 +19,17 @@ import typing
 from typing import Any, Mapping
 
 Rule = tuple[str, bool, str]  # (field, holds, what it must be)
+_OPTIONAL = "optional"  # the field metadata key `optional` sets
+
+
+def optional(default: Any) -> Any:
+    """A field's `default` that also stands in for its key where a config leaves the key out."""
+    return dataclasses.field(default=default, metadata={_OPTIONAL: True})
+
+
+def is_optional(field: dataclasses.Field) -> bool:
+    """Whether a config may leave out `field`'s key (see `optional`)."""
+    return bool(field.metadata.get(_OPTIONAL))
 
 
 def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None = None,
@@ -34,8 +49,7 @@ def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None =
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ValueError(f"unknown config key(s) {', '.join(map(name, unknown))}; known: {sorted(fields)}")
-    missing = sorted(k for k, f in fields.items() if k not in values and k not in given
-                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    missing = sorted(k for k, f in fields.items() if k not in values and k not in given and not is_optional(f))
     if missing:
         raise ValueError(f"missing config key(s) {', '.join(map(name, missing))} (configs/base.py and "
                          "babylm_jax/config/eval_defaults.py have them all)")
@@ -100,14 +114,13 @@ def _name(tp: Any) -> str:
 
 
 def defaults(cls: type, prefix: str = "") -> dict[str, Any]:
-    """{"a.b": default} of every field of `cls` (and of its nested groups) that has a default."""
+    """{"a.b": default} of every `optional` field of `cls` (and of its nested groups): the values a
+    config that leaves those keys out takes."""
     found: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[field.name]):
             found.update(defaults(hints[field.name], f"{prefix}{field.name}."))
-        elif field.default is not dataclasses.MISSING:
+        elif is_optional(field):
             found[prefix + field.name] = field.default
-        elif field.default_factory is not dataclasses.MISSING:
-            found[prefix + field.name] = field.default_factory()
     return found

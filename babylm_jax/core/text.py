@@ -12,10 +12,10 @@ _SPACES = re.compile(r"[^\S\n]+")
 class Normalizer:
     """`data.normalize.*`, and a picklable callable text -> normalised text (see `normalize_document`)."""
 
-    nfkc: bool
-    to_simplified: bool
-    clean_whitespace: bool
-    drop_empty_lines: bool
+    nfkc: bool = False  # Unicode NFKC (turns full-width punctuation half-width)
+    to_simplified: bool = False  # traditional -> simplified (OpenCC t2s)
+    clean_whitespace: bool = True  # collapse runs of spaces, strip lines
+    drop_empty_lines: bool = True
 
     def __call__(self, text: str) -> str:
         return normalize_document(text, self)
