@@ -21,7 +21,7 @@ from fixtures.run import make_run
 from babylm_jax import prepare, train
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.training import run_config
-from babylm_jax.training.checkpoint import CheckpointError
+from babylm_jax.training.run_config import CheckpointError
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.

@@ -20,7 +20,7 @@ import jax
 
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.training import sharding
-from babylm_jax.training.curricula import seq_len_at
+from babylm_jax.training.step import seq_len_at
 
 
 def curriculum_lengths(train: TrainConfig, first_step: int, last_step: int) -> list[int]:

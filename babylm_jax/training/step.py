@@ -1,9 +1,10 @@
-"""The jitted steps: the train step (gradient accumulation, the optimizer update, EMA) and the eval step.
+"""The jitted steps: the train step (gradient accumulation, the optimizer update, EMA), the eval step,
+and the curricula over a run's steps (its row length and masking rate at a step).
 
     step = make_train_step(config, model, optimizer, masking, length)   # (state, batch, rng) -> (state, metrics)
     eval_step = make_eval_step(config, model, masking)                   # (params, batch) -> (loss sum, tokens)
 
-Training (`loop.trainer`), the compile-only reports (`accelerators.aot_report`) and the
+Training (`compiled.StepPrograms`), the compile-only reports (`aot_report`) and the
 benchmarks build their steps here, so each measures the step a run takes.
 """
 from __future__ import annotations
@@ -20,9 +21,23 @@ from babylm_jax.config.training import MeshConfig, TrainConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import optim, sharding
-from babylm_jax.training.curricula import mask_rate_at
-from babylm_jax.training.state import TrainState
+from babylm_jax.training import sharding
+from babylm_jax.training.state import TrainState, make_schedule
+
+
+def seq_len_at(train: TrainConfig, step: int) -> int:
+    """Sequence length of the curriculum phase containing `step` (default: train.seq_len)."""
+    length = train.seq_len
+    for start_share, phase_len in train.seq_len_curriculum:
+        if step >= start_share * train.num_steps:
+            length = phase_len
+    return length
+
+
+def mask_rate_at(train: TrainConfig, step: jax.Array) -> jax.Array:
+    """Masking rate, linear from train.mask_rate to train.mask_rate_final over the run."""
+    frac = jnp.clip(step / max(1, train.num_steps - 1), 0.0, 1.0)
+    return train.mask_rate + (train.mask_rate_final - train.mask_rate) * frac
 
 
 def make_masking(data: DataConfig, tokenizer: Any) -> objectives.MaskingConfig:
@@ -70,7 +85,7 @@ def make_train_step(config: RunConfig, model: Transformer, optimizer, masking, l
     `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's),
     with the auxiliary heads of `aux_objective` (train.aux_heads)."""
     train = config.train
-    schedule = optim.make_schedule(train)
+    schedule = make_schedule(train)
     accum = train.grad_accum_steps
     deterministic = config.model.dropout == 0.0
     groups = groups or row_groups(config.mesh)
