@@ -35,8 +35,8 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
             return traced
         return make_counted
 
-    monkeypatch.setattr(loop, "make_train_step", counting(loop.make_train_step, "train"))
-    monkeypatch.setattr(loop, "make_eval_step", counting(loop.make_eval_step, "eval"))
+    monkeypatch.setattr(compiled, "make_train_step", counting(compiled.make_train_step, "train"))
+    monkeypatch.setattr(compiled, "make_eval_step", counting(compiled.make_eval_step, "eval"))
     step_done = metrics.StepLogger.step_done
     monkeypatch.setattr(metrics.StepLogger, "step_done",
                         lambda self, step, *a: events.append(f"step {step}") or step_done(self, step, *a))
@@ -52,7 +52,7 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
 
 
 def test_a_shape_that_was_not_compiled_is_refused():
-    programs = compiled.StepPrograms(None, None, None)
+    programs = compiled.StepPrograms(None)
     with pytest.raises(RuntimeError, match="no train step was compiled for rows of 64"):
         programs.train(64)
 

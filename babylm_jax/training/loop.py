@@ -30,7 +30,7 @@ from babylm_jax.training.in_run_eval import RunEvaluator, eval_params
 from babylm_jax.training.metrics import MetricsWriter, StepLogger
 from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
-from babylm_jax.training.step import make_eval_step, make_train_step, seq_len_at, step_key
+from babylm_jax.training.step import seq_len_at, step_key
 from babylm_jax.training.summary import run_summary, write_summary
 
 
@@ -144,7 +144,7 @@ def _evaluate_and_save(run: Run, step: int, last_step: int, logger: StepLogger,
 def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: int) -> StepPrograms:
     """The train step at every curriculum length still ahead and the eval step, compiled now; their
     compile times and memory analyses printed (process 0)."""
-    programs = StepPrograms(run, make_train_step, make_eval_step)
+    programs = StepPrograms(run)
     eval_batches = [sharding.global_batch(device_arrays(b), run.mesh)
                     for b in run.data.eval_batches[: run.config.train.eval_batches]]
     lines = programs.compile_all(sharding.global_batch(device_arrays(first_local), run.mesh), eval_batches,
