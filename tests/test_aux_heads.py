@@ -111,8 +111,9 @@ def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_d
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 9, (2, 16)), jnp.int32)
     batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": jnp.broadcast_to(jnp.arange(16), (2, 16))}
     params = jax.tree.map(lambda x: getattr(x, "value", x), with_heads, is_leaf=lambda x: hasattr(x, "value"))
-    base, base_metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), summed=True)
-    total, metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), summed=True,
+    summed = objectives.LossSettings(summed=True)
+    base, base_metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), settings=summed)
+    total, metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), settings=summed,
                                              aux_objective=objective)
     assert float(metrics["loss"]) == float(base_metrics["loss"])  # metrics["loss"] stays the LM loss
     np.testing.assert_allclose(float(total - base), 0.3 * float(metrics["aux"]["tone"][0]), rtol=1e-5)

@@ -59,12 +59,12 @@ def test_an_unknown_family_is_refused_by_key():
 TRACED = []  # the fixture objective's traces
 
 
-def mask_only_objective(batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows):
+def mask_only_objective(batch, rngs, mask_rate, settings):
     """The fixture family's objective: a masked LM whose every chosen token becomes [MASK]."""
     TRACED.append(batch["tokens"].shape)
     tokens = batch["tokens"]
-    masked = objectives.choose_masked_positions(mask_rng, batch, mask_rate, masking)
-    return jnp.where(masked, masking.mask_id, tokens), False, tokens, masked
+    masked = objectives.choose_masked_positions(rngs[0], batch, mask_rate, settings.masking)
+    return jnp.where(masked, settings.masking.mask_id, tokens), False, tokens, masked
 
 
 MASK_ONLY = FamilySpec("mask_only", ENCODER, objective="mask_only", scoring="pll", official_backend="mlm",

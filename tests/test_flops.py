@@ -116,7 +116,8 @@ def test_analytic_count_matches_the_models_matmuls(family, scan_layers):
     masking = objectives.MaskingConfig(mask_id=4, vocab_size=V, special_ids=tuple(range(7)))
 
     def loss(p):
-        return objectives.compute_loss(model, p, batch, jax.random.key(1), masking=masking, causal_rows=1)[0]
+        settings = objectives.LossSettings(masking=masking, hybrid_causal_share=0.25)  # 1 causal row of 4
+        return objectives.compute_loss(model, p, batch, jax.random.key(1), settings=settings)[0]
 
     train = jax.make_jaxpr(jax.grad(loss))(params).jaxpr
     assert objectives.prediction_capacity(4 * L, 16 if family == "hybrid" else 0, 0.15, False, 8) == GATHERED[family] \

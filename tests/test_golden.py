@@ -47,8 +47,8 @@ def step_stats(family: str) -> dict:
     model, optimizer = build_model(config.model), make_train_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     batch = _batch()
-    loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), masking=MASKING,  # noqa: E731
-                                                 causal_rows=2)[0]
+    settings = objectives.LossSettings(masking=MASKING, hybrid_causal_share=0.25)  # 2 causal rows of 8
+    loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), settings=settings)[0]  # noqa: E731
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     new_state, _ = jax.jit(make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(2))
     return {"loss": float(loss), "grad_rms": _rms_by_path(grads), "param_rms_after_step": _rms_by_path(new_state.params)}

@@ -84,7 +84,8 @@ def test_sequence_length_curriculum_splits_rows(tmp_path):
     # Reference: the 8 half rows as separate sequences, positions from 0 (nothing crosses a split).
     halves = {"tokens": batch["tokens"].reshape(8, 16), "segment_ids": jnp.ones((8, 16), jnp.int32),
               "positions": jnp.broadcast_to(jnp.arange(16), (8, 16))}
-    reference, _ = objectives.compute_loss(model, state.params, halves, jax.random.key(0), masking=MASKING)
+    reference, _ = objectives.compute_loss(model, state.params, halves, jax.random.key(0),
+                                           settings=objectives.LossSettings(masking=MASKING))
     np.testing.assert_allclose(metrics_split["loss"], reference, rtol=1e-5)
     _, metrics_long = jax.jit(make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
     assert abs(float(metrics_long["loss"]) - float(metrics_split["loss"])) > 1e-4  # longer context, other loss
