@@ -102,7 +102,7 @@ def _evaluate(workdir: pathlib.Path, data_dir: pathlib.Path, output: pathlib.Pat
         print(f"[evaluate] skipped {name}: {reason}", flush=True)
     if not specs:
         raise FileNotFoundError(f"no task has its files under {data_dir}; nothing to evaluate")
-    from babylm_jax.training.loading import load_for_eval  # the heavy import, after the cheap checks
+    from babylm_jax.training.checkpoints import load_for_eval  # the heavy import, after the cheap checks
     from babylm_jax.training.run_config import load_run_config
 
     run_log = RunLog(workdir, load_run_config(str(workdir)).train) if settings.log_to_run else None

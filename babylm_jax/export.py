@@ -62,7 +62,7 @@ def _export(workdir: pathlib.Path, output: pathlib.Path, step: int | None, use_e
     import jax
 
     from babylm_jax.hf import writer
-    from babylm_jax.training.loading import load_for_eval
+    from babylm_jax.training.checkpoints import load_for_eval
 
     loaded = load_for_eval(str(workdir), step=step, use_ema=use_ema, checkpoints_at=checkpoints_at)
     provenance = {

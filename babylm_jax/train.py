@@ -36,16 +36,16 @@ def main(argv: Sequence[str]) -> dict:
     logging.set_verbosity(logging.WARNING)  # keep orbax's per-file INFO lines off the console
     if config.train.deterministic:
         platforms.use_deterministic_ops()  # before the backend starts (XLA reads its flags once, then)
-    from babylm_jax.training import backend  # the heavy imports, after the options are checked
-    from babylm_jax.training import preemption, trainer
+    from babylm_jax.training import devices  # the heavy imports, after the options are checked
+    from babylm_jax.training import loop, preemption
 
-    print(f"train: {backend.describe_backend(config)}", flush=True)
-    notice = backend.check_target(config, _ALLOW_CPU.value)  # before any work
+    print(f"train: {devices.describe_backend(config)}", flush=True)
+    notice = devices.check_target(config, _ALLOW_CPU.value)  # before any work
     if notice:
         print(f"train: {notice}", flush=True)
-    print(f"train: {backend.describe_determinism(config)}", flush=True)
+    print(f"train: {devices.describe_determinism(config)}", flush=True)
     try:
-        return trainer.train_and_evaluate(config, _WORKDIR.value)
+        return loop.train_and_evaluate(config, _WORKDIR.value)
     except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line
         print(f"train: {stopped}", flush=True)
         sys.exit(stopped.exit_status)

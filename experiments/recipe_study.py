@@ -6,7 +6,7 @@
 Every row is `python -m babylm_jax.train --config FILE --config.k=v ...` then
 `python -m babylm_jax.evaluate ... --tasks zhoblimp` (all 35,400 pairs), run as
 subprocesses exactly as a user would. The budget is compute, not wall time (shared
-machines vary 5x with load): training FLOPs = tokens x `training.flops.train_flops_per_token`,
+machines vary 5x with load): training FLOPs = tokens x `training.metrics.train_flops_per_token`,
 checked before a row starts. Each finished row is appended to `<out>/study.jsonl` (rerunning
 skips it) and the table is rewritten to `<out>/study.md`, with the wall minutes and the
 load average around the run.
@@ -24,7 +24,7 @@ import time
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training import flops
+from babylm_jax.training import metrics
 
 BASE = "configs/base.py"
 MLM = "configs/base_mlm.py"
@@ -73,7 +73,7 @@ def planned_tflop(config) -> float:
     """Training FLOPs of the whole run, from the config alone (before any work)."""
     run = RunConfig.from_config(config)
     tokens = run.train.num_steps * run.train.batch_size * run.train.seq_len
-    per_token = flops.train_flops_per_token(run.model, run.train.seq_len, flops.causal_share(run))
+    per_token = metrics.train_flops_per_token(run.model, run.train.seq_len, metrics.causal_share(run))
     return tokens * per_token / 1e12
 
 

@@ -33,7 +33,7 @@ from recipe_study import planned_tflop, resolved_config  # noqa: E402  (as the r
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.training import flops  # noqa: E402
+from babylm_jax.training import metrics  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TASKS = ("zhoblimp", "hanzi_structure", "hanzi_pinyin")
@@ -54,7 +54,7 @@ def cell_overrides(config_file: str, arm: str, seed: int, max_tflop: float) -> t
     overrides = {**ARMS[arm], "train.seed": seed}
     run = RunConfig.from_config(resolved_config(config_file, overrides))
     tokens_per_step = run.train.batch_size * run.train.seq_len
-    per_token = flops.train_flops_per_token(run.model, run.train.seq_len, flops.causal_share(run))
+    per_token = metrics.train_flops_per_token(run.model, run.train.seq_len, metrics.causal_share(run))
     steps = int(max_tflop * 1e12 // (tokens_per_step * per_token))
     if steps < 1:
         raise SystemExit(f"--max_tflop={max_tflop} buys no step of arm {arm} ({tokens_per_step * per_token / 1e12:.4f} "

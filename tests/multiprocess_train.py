@@ -12,7 +12,7 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import sources
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
             raise RuntimeError(f"process {process_id} read the corpus's sources; only process 0 may")
 
         sources.list_sources = refuse
-    trainer.train_and_evaluate(RunConfig.from_config(config), workdir)
+    loop.train_and_evaluate(RunConfig.from_config(config), workdir)
 
 
 if __name__ == "__main__":

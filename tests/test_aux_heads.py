@@ -18,8 +18,7 @@ from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
 from babylm_jax.config.training import AUX_HEADS  # noqa: E402
 from babylm_jax.corpus.hanzi_labels import IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
-from babylm_jax.training import loading  # noqa: E402
-from babylm_jax.training import trainer  # noqa: E402
+from babylm_jax.training import checkpoints, loop  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 
 PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时"]
@@ -98,10 +97,9 @@ def test_positions_follow_the_language_model_or_the_input():
 def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train) is None  # base.py: every weight 0
-    from babylm_jax.training.state import boxed_init_fn, build_model
-    from babylm_jax.training import optim
+    from babylm_jax.training.state import boxed_init_fn, build_model, make_train_optimizer
     plain_run = RunConfig.from_config(config)
-    model, optimizer = build_model(plain_run.model), optim.make_train_optimizer(plain_run.train)
+    model, optimizer = build_model(plain_run.model), make_train_optimizer(plain_run.train)
     plain = boxed_init_fn(plain_run, model, optimizer)(jax.random.key(0)).params
     config.train.aux_heads.tone = 0.3
     run = RunConfig.from_config(config)
@@ -113,8 +111,9 @@ def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_d
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 9, (2, 16)), jnp.int32)
     batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": jnp.broadcast_to(jnp.arange(16), (2, 16))}
     params = jax.tree.map(lambda x: getattr(x, "value", x), with_heads, is_leaf=lambda x: hasattr(x, "value"))
-    base, base_metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), summed=True)
-    total, metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), summed=True,
+    summed = objectives.LossSettings(summed=True)
+    base, base_metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), settings=summed)
+    total, metrics = objectives.compute_loss(model, params, batch, jax.random.key(1), settings=summed,
                                              aux_objective=objective)
     assert float(metrics["loss"]) == float(base_metrics["loss"])  # metrics["loss"] stays the LM loss
     np.testing.assert_allclose(float(total - base), 0.3 * float(metrics["aux"]["tone"][0]), rtol=1e-5)
@@ -126,11 +125,11 @@ def test_a_run_with_heads_logs_them_and_exports_without_them(tiny_corpus_dir, tm
     config.train.update(num_steps=4, grad_accum_steps=2, eval_every_steps=4)
     config.checkpoint.every_steps = 4
     config.train.aux_heads.update(syllable=0.3, tone=0.1)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "run"))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "run"))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if "loss" in r]
     assert logged and all(0 <= r["aux_syllable_acc"] <= 1 and r["aux_tone_loss"] > 0 for r in logged)
-    loaded = loading.load_for_eval(str(tmp_path / "run"))
+    loaded = checkpoints.load_for_eval(str(tmp_path / "run"))
     assert set(loaded.params) == {"params"}  # evaluation and export never see the heads
 
 

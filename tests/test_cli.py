@@ -95,10 +95,10 @@ def test_a_gpu_recipe_on_a_cpu_backend_is_refused_unless_asked(capsys, tmp_path)
 
 
 def test_bf16_on_a_cpu_backend_is_a_notice_and_a_plain_config_says_nothing():
-    from babylm_jax.training import backend
+    from babylm_jax.training import devices
 
-    assert backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py")), allow_cpu=False) is None
-    notice = backend.check_target(RunConfig.from_config(cli.load_config("configs/base.py",
+    assert devices.check_target(RunConfig.from_config(cli.load_config("configs/base.py")), allow_cpu=False) is None
+    notice = devices.check_target(RunConfig.from_config(cli.load_config("configs/base.py",
                                                                         ["--config.model.dtype=bfloat16"])), False)
     assert notice.startswith("notice: model.dtype=bfloat16 on a CPU backend")
 

@@ -5,9 +5,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training import compiled
-from babylm_jax.training import step_logger
-from babylm_jax.training import trainer
+from babylm_jax.training import compiled, loop, metrics
 
 
 def test_curriculum_lengths_are_those_still_ahead_in_order():
@@ -37,15 +35,15 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
             return traced
         return make_counted
 
-    monkeypatch.setattr(trainer, "make_train_step", counting(trainer.make_train_step, "train"))
-    monkeypatch.setattr(trainer, "make_eval_step", counting(trainer.make_eval_step, "eval"))
-    step_done = step_logger.StepLogger.step_done
-    monkeypatch.setattr(step_logger.StepLogger, "step_done",
+    monkeypatch.setattr(compiled, "make_train_step", counting(compiled.make_train_step, "train"))
+    monkeypatch.setattr(compiled, "make_eval_step", counting(compiled.make_eval_step, "eval"))
+    step_done = metrics.StepLogger.step_done
+    monkeypatch.setattr(metrics.StepLogger, "step_done",
                         lambda self, step, *a: events.append(f"step {step}") or step_done(self, step, *a))
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=12, eval_every_steps=4, seq_len_curriculum=((0.0, 16), (0.5, 32)))
     capsys.readouterr()
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     out = capsys.readouterr().out
     assert events[:3] == ["train", "train", "eval"]
     assert events[3:] == [f"step {s}" for s in range(1, 13)]
@@ -54,7 +52,7 @@ def test_each_step_shape_compiles_once_and_before_step_1(tiny_corpus_dir, tmp_pa
 
 
 def test_a_shape_that_was_not_compiled_is_refused():
-    programs = compiled.StepPrograms(None, None, None)
+    programs = compiled.StepPrograms(None)
     with pytest.raises(RuntimeError, match="no train step was compiled for rows of 64"):
         programs.train(64)
 

@@ -9,8 +9,8 @@ import pytest
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training import curricula, optim
-from babylm_jax.training.state import abstract_state
+from babylm_jax.training.state import abstract_state, make_schedule
+from babylm_jax.training.step import seq_len_at
 
 CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"
 CONFIG_FILES = sorted(p for p in CONFIG_DIR.glob("*.py") if p.stem != "eval")  # eval.py: test_eval_settings.py
@@ -51,11 +51,11 @@ def test_config_loads_and_shape_initialises(path, states):
     assert (state.ema_params is not None) == (config.train.ema_decay > 0)
     assert model.config.vocab_size == config.model.vocab_size
     # Keys the trainer reads exist and hold sensible values.
-    optim.make_schedule(config.train)
+    make_schedule(config.train)
     assert config.train.batch_size % config.train.grad_accum_steps == 0
     for start_share, length in config.train.seq_len_curriculum:
         assert 0.0 <= start_share < 1.0 and config.train.seq_len % length == 0, (start_share, length)
-    lengths = {curricula.seq_len_at(config.train, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
+    lengths = {seq_len_at(config.train, s) for s in range(0, config.train.num_steps, max(1, config.train.num_steps // 50))}
     assert max(lengths) <= model.config.max_len
 
 
@@ -96,7 +96,7 @@ def test_recipe_specifics(states):
     assert (t.optimizer, t.learning_rate, t.weight_decay, t.ema_decay) == ("lamb", 1e-2, 0.1, 0.999)
     assert (t.mask_rate, t.mask_rate_final, t.hybrid_causal_share) == (0.3, 0.15, 1 / 16)
     assert t.seq_len == 512
-    phases = [curricula.seq_len_at(t, s) for s in range(t.num_steps)]
+    phases = [seq_len_at(t, s) for s in range(t.num_steps)]
     assert sorted(set(phases)) == [128, 256, 512] and phases[0] == 128 and phases[-1] == 512
     assert phases == sorted(phases)
 

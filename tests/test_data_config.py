@@ -100,10 +100,10 @@ def test_cache_keys_unchanged_for_the_same_settings():
 
 
 def test_train_refuses_a_typo_before_writing_to_the_workdir(tmp_path):
-    from babylm_jax.training import trainer
+    from babylm_jax.training import loop
 
     config = synthetic.tiny_config(tmp_path / "no_corpus_needed")
     config.data.packing = "fist_fit"
     with pytest.raises(ValueError, match="data.packing"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "w"))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()  # no config.json, no lock, no data

@@ -17,7 +17,7 @@ from babylm_jax import evaluate, export, prepare
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
 from babylm_jax.training import disk_space
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 pytestmark = pytest.mark.slow  # each test trains a run or prepares a corpus to fill a disk
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -30,7 +30,7 @@ def _train_line(capfd, config, workdir) -> str:
     nothing of orbax's threads on stderr (read at the file descriptor: absl's handler writes there)."""
     capfd.readouterr()
     with pytest.raises(SystemExit) as exit_info:
-        cli.report_errors("train", trainer.train_and_evaluate, RunConfig.from_config(config), str(workdir))
+        cli.report_errors("train", loop.train_and_evaluate, RunConfig.from_config(config), str(workdir))
     assert exit_info.value.code == cli.EXIT_USER_ERROR
     err = capfd.readouterr().err
     assert "Traceback" not in err and "RESOURCE_EXHAUSTED" not in err, err[-2000:]
@@ -58,7 +58,7 @@ def test_a_checkpoint_that_will_not_fit_is_refused_before_it_is_written(capfd, t
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["10"] and not _leftovers(tmp_path)
 
     monkeypatch.setattr(disk_space.shutil, "disk_usage", real_usage)  # space freed: the run resumes from step 10
-    assert trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))["steps"] == 30
+    assert loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))["steps"] == 30
 
 
 def test_a_disk_that_fills_during_the_save_is_one_line_and_leaves_no_temporaries(capfd, tiny_corpus_dir, tmp_path,
@@ -73,7 +73,7 @@ def test_a_disk_that_fills_during_the_save_is_one_line_and_leaves_no_temporaries
         config = tiny_config(tiny_corpus_dir)
         config.train.num_steps = 10
         workdir = mount / "run"
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
         checkpoint_bytes = sum(f.stat().st_size for f in (workdir / "checkpoints" / "10").rglob("*") if f.is_file())
         free = shutil.disk_usage(mount).free
         (mount / "filler").write_bytes(b"\0" * (free - checkpoint_bytes // 3))  # a third of a checkpoint left
@@ -83,7 +83,7 @@ def test_a_disk_that_fills_during_the_save_is_one_line_and_leaves_no_temporaries
         assert f"no space left for a checkpoint in {workdir / 'checkpoints'}" in line
         assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["10"] and not _leftovers(workdir)
         (mount / "filler").unlink()
-        assert trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))["steps"] == 20
+        assert loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))["steps"] == 20
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 

@@ -10,7 +10,7 @@ from babylm_jax import evaluate
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import results
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training.loading import load_for_eval
+from babylm_jax.training.checkpoints import load_for_eval
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 OFFICIAL_LAYOUT = pathlib.Path(__file__).parent / "fixtures" / "official_layout"
@@ -70,7 +70,7 @@ def test_a_failing_figure_leaves_no_results_file(tmp_path):
 @pytest.mark.slow
 def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     import configs.base
-    from babylm_jax.training import trainer
+    from babylm_jax.training import loop
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -86,7 +86,7 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     config.checkpoint.word_milestones = False
     config.train.eval_tasks = ""
     workdir = tmp_path / "run"
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
 
     output = tmp_path / "out" / "results.json"
     evaluate.main(["evaluate", "--workdir", str(workdir), "--data_dir", str(FIXTURES), "--tasks", "all",

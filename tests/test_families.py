@@ -22,9 +22,7 @@ from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training import loading
-from babylm_jax.training import flops
-from babylm_jax.training import trainer
+from babylm_jax.training import checkpoints, loop, metrics
 
 HF_DIR = pathlib.Path(hf_config.__file__).parent
 PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
@@ -61,12 +59,12 @@ def test_an_unknown_family_is_refused_by_key():
 TRACED = []  # the fixture objective's traces
 
 
-def mask_only_objective(batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows):
+def mask_only_objective(batch, rngs, mask_rate, settings):
     """The fixture family's objective: a masked LM whose every chosen token becomes [MASK]."""
     TRACED.append(batch["tokens"].shape)
     tokens = batch["tokens"]
-    masked = objectives.choose_masked_positions(mask_rng, batch, mask_rate, masking)
-    return jnp.where(masked, masking.mask_id, tokens), False, tokens, masked
+    masked = objectives.choose_masked_positions(rngs[0], batch, mask_rate, settings.masking)
+    return jnp.where(masked, settings.masking.mask_id, tokens), False, tokens, masked
 
 
 MASK_ONLY = FamilySpec("mask_only", ENCODER, objective="mask_only", scoring="pll", official_backend="mlm",
@@ -95,7 +93,7 @@ def trained(mask_only, tiny_corpus_dir, tmp_path_factory):
     """The workdir of a 4-step run of the fixture family (with a tone head)."""
     workdir = tmp_path_factory.mktemp("mask_only") / "run"
     TRACED.clear()
-    trainer.train_and_evaluate(RunConfig.from_config(_fixture_config(tiny_corpus_dir)), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(_fixture_config(tiny_corpus_dir)), str(workdir))
     return workdir
 
 
@@ -104,7 +102,7 @@ def test_the_fixture_family_is_refused_until_registered(tiny_corpus_dir, mask_on
     typed = RunConfig.from_config(config)
     assert typed.model.family == "mask_only"
     assert aux_heads.AuxHeadsConfig.from_config(typed.train, "mask_only").position == "target"
-    assert flops.causal_share(typed) == 0.0 and typed.model.has_head_transform
+    assert metrics.causal_share(typed) == 0.0 and typed.model.has_head_transform
     monkeypatch.delitem(families.FAMILY_SPECS, "mask_only")
     with pytest.raises(ValueError, match="config key model.family: 'mask_only'"):
         RunConfig.from_config(config)
@@ -116,7 +114,7 @@ def test_the_fixture_family_trains_and_scores(trained):
     logged = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in logged if "loss" in r]
     assert len(losses) == 4 and all(math.isfinite(loss) and loss > 0 for loss in losses)
-    loaded = loading.load_for_eval(str(trained))
+    loaded = checkpoints.load_for_eval(str(trained))
     assert loaded.model.config.family == "mask_only" and loaded.step == 4
     settings = dataclasses.replace(default_settings(), scoring=ScoringSettings(batch_size=8, row_len=32,
                                                                                within_word_l2r=False))
@@ -126,7 +124,7 @@ def test_the_fixture_family_trains_and_scores(trained):
 
 @pytest.mark.slow
 def test_the_fixture_family_exports_as_a_masked_lm(trained):
-    loaded = loading.load_for_eval(str(trained))
+    loaded = checkpoints.load_for_eval(str(trained))
     exported = hf_config.hf_config(loaded.model.config, loaded.model.config.num_layers, {"step": 4})
     assert exported["architectures"] == ["BabyLMForMaskedLM"] and exported["babylm_jax"]["family"] == "mask_only"
     assert set(exported["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForMaskedLM"}
@@ -151,7 +149,7 @@ def test_the_fixture_family_writes_its_export(trained, tmp_path):
 
     torch = pytest.importorskip("torch", reason='loading the export needs PyTorch: the export extra')
     transformers = pytest.importorskip("transformers")
-    loaded = loading.load_for_eval(str(trained))
+    loaded = checkpoints.load_for_eval(str(trained))
     tokens = np.asarray([loaded.tokenizer.encode("我们去公园散步吧")], np.int64)
     ours = np.asarray(loaded.model.apply(loaded.params, jnp.asarray(tokens, jnp.int32)))
     hf = transformers.AutoModelForMaskedLM.from_pretrained(out, trust_remote_code=True).eval()

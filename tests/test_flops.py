@@ -1,4 +1,4 @@
-"""Analytic FLOPs per token (training/flops.py) against a hand count and the model's own matmuls.
+"""Analytic FLOPs per token (training/metrics.py) against a hand count and the model's own matmuls.
 
 Convention: a multiply-add is 2 FLOPs; training = 3 x forward (forward, backward for
 activations, backward for weights); forward per token = the weight matmuls + the tied output
@@ -17,7 +17,7 @@ from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import flops, metrics_file, peaks, step_logger
+from babylm_jax.training import metrics, peaks
 
 # A small config: d 32, 2 layers, 2 heads, FFN 64, vocabulary 100, rows of 16 tokens.
 D, N, F, V, L = 32, 2, 64, 100, 16
@@ -54,16 +54,16 @@ def test_hand_count_totals():
 def test_forward_and_train_flops_match_hand_count(family):
     c = small_config(family)
     share = CAUSAL_SHARE[family]
-    assert flops.forward_flops_per_token(c, L, share) == pytest.approx(HAND_FORWARD[family], rel=1e-12)
-    assert flops.train_flops_per_token(c, L, share) == pytest.approx(3 * HAND_FORWARD[family], rel=1e-12)
+    assert metrics.forward_flops_per_token(c, L, share) == pytest.approx(HAND_FORWARD[family], rel=1e-12)
+    assert metrics.train_flops_per_token(c, L, share) == pytest.approx(3 * HAND_FORWARD[family], rel=1e-12)
 
 
 def test_gelu_mlp_and_matmul_params():
     c = small_config("causal", mlp="gelu")
-    assert flops.matmul_params(c) == N * (3 * D * D + D * D + 2 * D * F)
+    assert metrics.matmul_params(c) == N * (3 * D * D + D * D + 2 * D * F)
     expected = N * (QKV + ATTN_OUT + GELU_MLP + (SCORES + MIX) / 2) + OUTPUT
-    assert flops.forward_flops_per_token(c, L, 1.0) == pytest.approx(expected, rel=1e-12)
-    assert flops.matmul_params(small_config("mlm")) == flops.matmul_params(small_config("causal")) + D * D
+    assert metrics.forward_flops_per_token(c, L, 1.0) == pytest.approx(expected, rel=1e-12)
+    assert metrics.matmul_params(small_config("mlm")) == metrics.matmul_params(small_config("causal")) + D * D
 
 
 def dot_flops(jaxpr) -> float:
@@ -88,11 +88,11 @@ def dot_flops(jaxpr) -> float:
 
 def test_predicted_share_counts_the_head_and_projection_only_where_predicted():
     c = small_config("mlm")
-    full = flops.forward_flops_per_token(c, L, 0.0)
-    assert full - flops.forward_flops_per_token(c, L, 0.0, predicted_share=0.25) == 0.75 * (HEAD_TRANSFORM + OUTPUT)
+    full = metrics.forward_flops_per_token(c, L, 0.0)
+    assert full - metrics.forward_flops_per_token(c, L, 0.0, predicted_share=0.25) == 0.75 * (HEAD_TRANSFORM + OUTPUT)
     config = types.SimpleNamespace(model=types.SimpleNamespace(family="hybrid"),
                                    train=types.SimpleNamespace(hybrid_causal_share=0.25))
-    assert flops.predicted_share(config, 0.2) == pytest.approx(0.25 + 0.75 * 0.2)
+    assert metrics.predicted_share(config, 0.2) == pytest.approx(0.25 + 0.75 * 0.2)
 
 
 # Predicted positions gathered by compute_loss at its default mask rate 0.15 (4 rows of 16):
@@ -111,18 +111,19 @@ def test_analytic_count_matches_the_models_matmuls(family, scan_layers):
     batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": jnp.broadcast_to(jnp.arange(L), (4, L))}
     params = jax.eval_shape(model.init, jax.random.key(0), tokens)
     forward = jax.make_jaxpr(lambda p: model.apply(p, tokens))(params).jaxpr
-    assert dot_flops(forward) == pytest.approx(4 * L * flops.forward_flops_per_token(c, L, 0.0), rel=1e-12)
+    assert dot_flops(forward) == pytest.approx(4 * L * metrics.forward_flops_per_token(c, L, 0.0), rel=1e-12)
 
     masking = objectives.MaskingConfig(mask_id=4, vocab_size=V, special_ids=tuple(range(7)))
 
     def loss(p):
-        return objectives.compute_loss(model, p, batch, jax.random.key(1), masking=masking, causal_rows=1)[0]
+        settings = objectives.LossSettings(masking=masking, hybrid_causal_share=0.25)  # 1 causal row of 4
+        return objectives.compute_loss(model, p, batch, jax.random.key(1), settings=settings)[0]
 
     train = jax.make_jaxpr(jax.grad(loss))(params).jaxpr
     assert objectives.prediction_capacity(4 * L, 16 if family == "hybrid" else 0, 0.15, False, 8) == GATHERED[family] \
         or family == "causal"
     share = GATHERED[family] / (4 * L)
-    assert dot_flops(train) == pytest.approx(3 * 4 * L * flops.forward_flops_per_token(c, L, 0.0, share), rel=1e-12)
+    assert dot_flops(train) == pytest.approx(3 * 4 * L * metrics.forward_flops_per_token(c, L, 0.0, share), rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -154,8 +155,8 @@ def test_step_logger_counts_the_projection_at_the_predicted_positions(tmp_path):
     config.train.update(num_steps=11, mask_rate=0.3, mask_rate_final=0.1)
     config = RunConfig.from_config(config)
     c = small_config("mlm")
-    logger = step_logger.StepLogger(metrics_file.MetricsWriter(str(tmp_path)), c, config, log_every=6, last_step=11)
+    logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), c, config, log_every=6, last_step=11)
     entry = logger.step_done(6, {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}, words_seen=0.0)
-    per_token = flops.train_flops_per_token(c, config.train.seq_len, 0.0, predicted_share=0.2)
+    per_token = metrics.train_flops_per_token(c, config.train.seq_len, 0.0, predicted_share=0.2)
     assert entry["mfu"] == pytest.approx(entry["tokens_per_s"] * per_token / logger.peak_flops, rel=1e-6)
-    assert per_token < flops.train_flops_per_token(c, config.train.seq_len, 0.0)
+    assert per_token < metrics.train_flops_per_token(c, config.train.seq_len, 0.0)

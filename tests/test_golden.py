@@ -18,9 +18,8 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
-from babylm_jax.training import optim
-from babylm_jax.training import train_step
-from babylm_jax.training.state import boxed_init_fn, build_model
+from babylm_jax.training.state import boxed_init_fn, build_model, make_train_optimizer
+from babylm_jax.training.step import make_train_step
 
 GOLDEN = pathlib.Path(__file__).parent / "fixtures" / "golden_step.json"
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
@@ -45,13 +44,13 @@ def step_stats(family: str) -> dict:
     config.model.norm = "layernorm"
     config.train.update(warmup_steps=0, weight_decay=0.1, learning_rate=1e-2)
     config = RunConfig.from_config(config)
-    model, optimizer = build_model(config.model), optim.make_train_optimizer(config.train)
+    model, optimizer = build_model(config.model), make_train_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     batch = _batch()
-    loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), masking=MASKING,  # noqa: E731
-                                                 causal_rows=2)[0]
+    settings = objectives.LossSettings(masking=MASKING, hybrid_causal_share=0.25)  # 2 causal rows of 8
+    loss_fn = lambda p: objectives.compute_loss(model, p, batch, jax.random.key(1), settings=settings)[0]  # noqa: E731
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
-    new_state, _ = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(2))
+    new_state, _ = jax.jit(make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(2))
     return {"loss": float(loss), "grad_rms": _rms_by_path(grads), "param_rms_after_step": _rms_by_path(new_state.params)}
 
 

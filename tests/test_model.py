@@ -154,7 +154,8 @@ def _masked_inputs(rng, batch, rate):
 def test_mlm_loss_counts_only_masked_positions():
     model, params, tokens = make("mlm")
     batch, rng = _batch(tokens), jax.random.key(4)
-    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4, masking=MASKING)
+    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4,
+                                        settings=objectives.LossSettings(masking=MASKING))
     masked, inputs = _masked_inputs(rng, batch, 0.4)
     assert 0 < int(masked.sum()) < tokens.size
     logits = np.asarray(model.apply(params, inputs))
@@ -166,7 +167,8 @@ def test_mlm_loss_counts_only_masked_positions():
 def test_mntp_targets_are_shifted_by_exactly_one():
     model, params, tokens = make("hybrid")
     batch, rng = _batch(tokens), jax.random.key(5)
-    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4, masking=MASKING, causal_rows=1)
+    settings = objectives.LossSettings(masking=MASKING, hybrid_causal_share=0.5)  # row 0 of 2 is causal
+    loss, aux = objectives.compute_loss(model, params, batch, rng, mask_rate=0.4, settings=settings)
     masked, inputs = _masked_inputs(rng, batch, 0.4)
     masked = np.asarray(masked).copy()
     masked[0] = False  # row 0 is a causal row: unmasked input, next-token targets
@@ -233,9 +235,9 @@ def test_masked_only_projection_equals_full_logits_in_loss_and_gradients(family,
     batch, rng, causal_rows = _batch(tokens), jax.random.key(13), 2 if family == "hybrid" else 0
 
     def gathered(p):
-        return objectives.compute_loss(model, p, batch, rng, mask_rate=0.15, max_mask_rate=max_mask_rate,
-                                       masking=MASKING, causal_rows=causal_rows, z_loss=1e-3, chunk=32,
-                                       row_groups=row_groups)
+        settings = objectives.LossSettings(masking=MASKING, hybrid_causal_share=causal_rows / 8,
+                                           max_mask_rate=max_mask_rate, z_loss=1e-3, chunk=32, row_groups=row_groups)
+        return objectives.compute_loss(model, p, batch, rng, mask_rate=0.15, settings=settings)
 
     def full(p):
         return _full_logits_loss(model, p, batch, rng, 0.15, causal_rows, 1e-3)

@@ -62,7 +62,7 @@ def test_a_copied_workdir_and_corpus_prepare_nothing_again(prepared_elsewhere, t
 
 @pytest.mark.slow
 def test_a_copied_workdir_and_corpus_train_with_nothing_counted(prepared_elsewhere, tmp_path, monkeypatch, capsys):
-    from babylm_jax.training import trainer
+    from babylm_jax.training import loop
 
     corpus, _ = prepared_elsewhere
     there = copied(corpus.parent, tmp_path / "there")
@@ -72,7 +72,7 @@ def test_a_copied_workdir_and_corpus_train_with_nothing_counted(prepared_elsewhe
     monkeypatch.setattr(cache_integrity, "file_record", lambda p: reads.append(p.name) or real(p))
     config = synthetic.tiny_config(there / "corpus")
     config.train.update(num_steps=2, eval_every_steps=100)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(there / "run"))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(there / "run"))
     assert runs == []
     assert reads.count("a.txt") == reads.count("b.txt") == 1  # at their new places: each hashed once
     assert (there / "run" / rundir.CHECKPOINTS / "2").is_dir()

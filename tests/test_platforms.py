@@ -118,7 +118,7 @@ def test_the_train_line_on_determinism_says_where_and_the_cost(monkeypatch):
     import jax
 
     from babylm_jax.config.schema import RunConfig
-    from babylm_jax.training import backend
+    from babylm_jax.training.devices import describe_determinism
 
     config = tiny_config(pathlib.Path("corpus"))
     for platform, deterministic, expected in [
@@ -130,4 +130,4 @@ def test_the_train_line_on_determinism_says_where_and_the_cost(monkeypatch):
     ]:
         config.train.deterministic = deterministic
         monkeypatch.setattr(jax, "default_backend", lambda: platform)
-        assert backend.describe_determinism(RunConfig.from_config(config)).startswith(expected)
+        assert describe_determinism(RunConfig.from_config(config)).startswith(expected)

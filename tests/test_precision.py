@@ -14,7 +14,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 SMALL = ModelConfig(vocab_size=40, d_model=32, num_layers=2, num_heads=2, d_ff=48, max_len=16, dtype="bfloat16")
 
@@ -82,6 +82,6 @@ def test_a_bf16_run_of_the_base_model_tracks_the_float32_run(tiny_corpus_dir, tm
         config.train.update(num_steps=150, batch_size=8, seq_len=64, learning_rate=3e-3, warmup_steps=10,
                             log_every_steps=50, eval_every_steps=150, eval_batches=4, eval_tasks="")
         config.checkpoint.every_steps = 150
-        losses[dtype] = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / dtype))["final_eval_loss"]
+        losses[dtype] = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / dtype))["final_eval_loss"]
     assert losses["float32"] < 0.6 * np.log(64)
     assert abs(losses["bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses

@@ -54,8 +54,7 @@ from babylm_jax.core import atomic
 from babylm_jax.corpus import tokenizer_training
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.corpus.preparation import prepare_corpus
-from babylm_jax.training import checkpoint
-from babylm_jax.training import trainer
+from babylm_jax.training import checkpoints, loop
 from babylm_jax.training.run_config import load_run_config
 from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
@@ -77,7 +76,7 @@ def run_config(corpus_dir):
 def finished_run(tiny_corpus_dir, tmp_path_factory) -> pathlib.Path:
     """A workdir trained to step 8 with checkpoints at steps 4 and 8."""
     workdir = tmp_path_factory.mktemp("finished") / "run"
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))
     return workdir
 
 
@@ -110,7 +109,7 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_run_resumes_exactly(dama
     with open(workdir / "metrics.jsonl", "a") as f:
         f.write('{"step": 9, "loss": 1.')  # the partial line of a run killed mid-write
     DAMAGE[damage](workdir / "checkpoints" / "8")
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))
     assert (workdir / "checkpoints_corrupt" / "8").is_dir()  # kept for inspection
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["4", "8"]
     losses = read_train_losses(workdir)
@@ -125,8 +124,8 @@ def test_no_valid_checkpoint_is_one_clear_error(finished_run, tiny_corpus_dir, t
         shutil.rmtree(workdir / "checkpoints" / step / "data")
     config = run_config(tiny_corpus_dir)
     config.train.log_every_steps = 2  # not a resume key: the run would rewrite config.json after a restore
-    with pytest.raises(checkpoint.CheckpointError, match="no valid checkpoint.*checkpoints_corrupt"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    with pytest.raises(checkpoints.CheckpointError, match="no valid checkpoint.*checkpoints_corrupt"):
+        loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     assert sorted(p.name for p in (workdir / "checkpoints_corrupt").iterdir()) == ["4", "8"]
     assert json.loads((workdir / "config.json").read_text())["train"]["log_every_steps"] == 1
 
@@ -137,8 +136,8 @@ def test_a_refused_config_never_writes_config_json(finished_run, tiny_corpus_dir
     (workdir / "config.json").unlink()  # the checkpoints' own copy of the config is checked instead
     config = run_config(tiny_corpus_dir)
     config.model.d_model = 64
-    with pytest.raises(checkpoint.CheckpointError, match="model.d_model=32"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    with pytest.raises(checkpoints.CheckpointError, match="model.d_model=32"):
+        loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     assert not (workdir / "config.json").exists()
     assert not (workdir / "checkpoints_corrupt").exists()
 
@@ -148,14 +147,14 @@ def test_schedule_change_is_refused_by_key_unless_allowed(finished_run, tiny_cor
     workdir = copy_run(finished_run, tmp_path)
     config = run_config(tiny_corpus_dir)
     config.train.num_steps = 10
-    with pytest.raises(checkpoint.CheckpointError, match=r"train.num_steps=8.*allow_schedule_change"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    with pytest.raises(checkpoints.CheckpointError, match=r"train.num_steps=8.*allow_schedule_change"):
+        loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     config.train.warmup_steps = 5
     config.train.num_steps = 8
-    with pytest.raises(checkpoint.CheckpointError, match=r"train.warmup_steps=3"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    with pytest.raises(checkpoints.CheckpointError, match=r"train.warmup_steps=3"):
+        loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     config.train.update(warmup_steps=3, num_steps=10, allow_schedule_change=True)
-    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     assert summary["steps"] == 10
     assert load_run_config(str(workdir)).train.num_steps == 10
 
@@ -182,7 +181,7 @@ def test_a_workdir_that_cannot_be_written_is_named(tmp_path):
 def test_a_second_train_on_a_held_workdir_stops_at_once(tiny_corpus_dir, tmp_path):
     with workdir_lock(tmp_path, "train"):
         with pytest.raises(WorkdirError, match="in use"):
-            trainer.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(tmp_path))
+            loop.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # nothing prepared or written
 
 
@@ -400,7 +399,7 @@ def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, statu
     assert f"stopped by {signal_name} after step 6" in result.stdout and "run the same command to resume" in result.stdout
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["4", "6"]
     assert [s for s, _ in read_train_losses(workdir)] == list(range(1, 7))  # metrics flushed up to the stop
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))  # resumes at step 7
+    loop.train_and_evaluate(RunConfig.from_config(run_config(tiny_corpus_dir)), str(workdir))  # resumes at step 7
     assert read_train_losses(workdir) == read_train_losses(finished_run)  # bit-exact, each step once
 
 

@@ -12,7 +12,7 @@ from fixtures.fake_gcs import fake_gcs, free_port
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import remote, rundir
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 
@@ -108,13 +108,13 @@ def test_training_on_a_remote_workdir_resumes_on_a_fresh_host(bucket, tiny_corpu
 
     config = tiny_config(tiny_corpus_dir)
     config.train.num_steps = 20
-    reference = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "local"))
+    reference = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "local"))
     url = f"{bucket}/runs/r1"
     monkeypatch.setenv("BABYLM_CACHE_DIR", str(tmp_path / "host1"))
-    trainer.train_and_evaluate(RunConfig.from_config(config), url, stop_at_step=10)
+    loop.train_and_evaluate(RunConfig.from_config(config), url, stop_at_step=10)
     assert "a remote workdir holds no lock, so process 0 owns the run" in capsys.readouterr().out
     monkeypatch.setenv("BABYLM_CACHE_DIR", str(tmp_path / "host2"))
-    resumed = trainer.train_and_evaluate(RunConfig.from_config(config), url)
+    resumed = loop.train_and_evaluate(RunConfig.from_config(config), url)
     out = capsys.readouterr().out
     assert f"Resuming {url} from step 10" in out and f"{url}/checkpoints " in out
     assert resumed["final_eval_loss"] == reference["final_eval_loss"] and resumed["words_seen"] == reference["words_seen"]

@@ -23,7 +23,7 @@ from fixtures.data import synthetic
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config import cli
 from babylm_jax.core import rundir
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 pytestmark = pytest.mark.slow  # the module's run is trained, then resumed by each test
 
@@ -40,7 +40,7 @@ def started(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
     """(corpus folder of a.txt and b.txt, a workdir trained on it to step 8 with checkpoints at 4 and 8)."""
     root = tmp_path_factory.mktemp("started")
     corpus = synthetic.write_txt_corpus(root / "corpus", 300)
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(corpus)), str(root / "run"))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(corpus)), str(root / "run"))
     return corpus, root / "run"
 
 
@@ -74,7 +74,7 @@ def refusal(capsys, config, workdir: pathlib.Path) -> str:
     before = listing(workdir)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
-        cli.report_errors("train", trainer.train_and_evaluate, RunConfig.from_config(config), str(workdir))
+        cli.report_errors("train", loop.train_and_evaluate, RunConfig.from_config(config), str(workdir))
     assert exit_info.value.code == cli.EXIT_USER_ERROR
     captured = capsys.readouterr()
     assert "Resuming" not in captured.out and "Traceback" not in captured.err
@@ -149,7 +149,7 @@ def read_train(workdir: pathlib.Path) -> dict[int, dict]:
 def test_unchanged_inputs_resume_bit_exactly(started, workdir, capsys):
     record = (workdir / rundir.INPUTS).read_text()
     assert set(json.loads(record)["tokenizer"]) >= {"tokenizer/tokenizer.json"}
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
     assert "Resuming" in capsys.readouterr().out
     assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
     assert (workdir / rundir.INPUTS).read_text() == record
@@ -157,7 +157,7 @@ def test_unchanged_inputs_resume_bit_exactly(started, workdir, capsys):
 
 def test_a_run_without_a_record_resumes_records_and_says_so(started, workdir, capsys):
     (workdir / rundir.INPUTS).unlink()
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
     out = capsys.readouterr().out
     assert sum("has no record of the inputs it was started from" in line for line in out.splitlines()) == 1
     assert json.loads((workdir / rundir.INPUTS).read_text()) == json.loads((started[1] / rundir.INPUTS).read_text())
@@ -169,7 +169,7 @@ def test_a_schedule_change_says_the_learning_rate_before_and_after(started, tmp_
     shutil.copytree(started[1], workdir)
     config = run_config(started[0])
     config.train.update(num_steps=10, allow_schedule_change=True)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train.allow_schedule_change")]
     train = read_train(workdir)
     assert lines == [f"train.allow_schedule_change: the schedule changes from step 9 on (train.num_steps 8 -> 10); "
@@ -196,7 +196,7 @@ def test_a_run_moved_with_its_corpus_resumes_with_nothing_counted(started, tmp_p
     runs = []
     for module in (corpus_cache, token_cache):
         monkeypatch.setattr(module, "run_tasks", lambda fn, *args, **kwargs: runs.append(fn.__name__))
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(corpus)), str(run))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(corpus)), str(run))
     out = capsys.readouterr().out.splitlines()
     said = [line for line in out if line.startswith("the corpus moved")]
     assert said == [f"the corpus moved (data.corpus {str(started[0])!r} -> {str(corpus)!r}); its files' content is "
@@ -217,5 +217,5 @@ def test_a_record_of_configured_paths_still_resumes(started, workdir, capsys):
     record["corpus"] = {str(started[0] / name): value for name, value in record.pop("corpus").items()}
     record.pop("names")
     (workdir / rundir.INPUTS).write_text(json.dumps(record))
-    trainer.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
     assert "Resuming" in capsys.readouterr().out

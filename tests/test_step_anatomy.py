@@ -91,16 +91,15 @@ def test_kernels_are_attributed_to_the_part_of_the_step_they_serve(op_name, part
 @pytest.mark.gpu
 def test_a_compiled_step_s_matmul_flops_match_the_model_flops(tmp_path):
     """The real causal train step compiled for an H200 (jax's CUDA plugin, no GPU): the FLOPs of its
-    matmul kernels are the model FLOPs of training/flops.py within 3%, counting the whole
+    matmul kernels are the model FLOPs of training/metrics.py within 3%, counting the whole
     attention square ("xla" attention computes the masked half too)."""
     from conftest import tiny_config
 
     from babylm_jax.config.schema import RunConfig
-    from babylm_jax.training import aot_report, gpu_targets
-    from babylm_jax.training import flops
+    from babylm_jax.training import aot_report, devices, metrics
 
     try:
-        device = gpu_targets.cuda_device("h200")
+        device = devices.cuda_device("h200")
     except ImportError as error:
         pytest.skip(str(error))
     config = tiny_config(tmp_path)
@@ -112,6 +111,6 @@ def test_a_compiled_step_s_matmul_flops_match_the_model_flops(tmp_path):
     program = parse_module(step.jitted.lower(*step.args).compile().as_text())
     kernels = step_anatomy.step_kernels(program)
     counted = sum(k.matmul_flops * k.launches for k in kernels)
-    whole_square = flops.train_flops_per_token(step.model.config, 128, causal_share=0.0) * 8 * 128
+    whole_square = metrics.train_flops_per_token(step.model.config, 128, causal_share=0.0) * 8 * 128
     assert counted == pytest.approx(whole_square, rel=0.03)
     assert counted > aot_report.step_tflops(config, step.model, 128) * 1e12 * 1.05  # the causal half is counted

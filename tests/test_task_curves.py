@@ -9,8 +9,7 @@ from fixtures.data import synthetic
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
 from babylm_jax.eval.zero_shot import minimal_pairs
-from babylm_jax.training import checkpoint, loading
-from babylm_jax.training import task_curves, trainer
+from babylm_jax.training import checkpoints, in_run_eval, loop
 
 
 def _pair(uid: str, i: int) -> minimal_pairs.Pair:
@@ -19,7 +18,7 @@ def _pair(uid: str, i: int) -> minimal_pairs.Pair:
 
 def test_sample_takes_the_same_number_from_every_uid_evenly_spaced():
     pairs = [_pair("a", i) for i in range(10)] + [_pair("b", i) for i in range(5)] + [_pair("c", i) for i in range(2)]
-    sample = task_curves.sample_by_uid(pairs, items=9)
+    sample = in_run_eval.sample_by_uid(pairs, items=9)
     assert [p.uid for p in sample] == ["a"] * 3 + ["b"] * 3 + ["c"] * 2
     assert [p.good for p in sample if p.uid == "a"] == ["good0", "good4", "good9"]  # spread, not the first three
     assert [p.good for p in sample if p.uid == "b"] == ["good0", "good2", "good4"]
@@ -47,7 +46,7 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
                         eval_data_dir=str(tmp_path / "data"))
     config.checkpoint.update(word_milestones=True, milestone_unit=1000)
     workdir = tmp_path / "run"
-    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     scored = [r for r in records if "task/zhoblimp" in r]
     assert [r["step"] for r in scored if r["task_at"] == "eval"] == [10, 20]
@@ -56,8 +55,8 @@ def test_training_logs_task_scores_at_evals_and_milestones(tiny_corpus_dir, tmp_
     assert all(0.0 <= r["task/zhoblimp"] <= 1.0 and r["words_seen"] > 0 for r in scored)
 
     # The logged score is the score of the checkpoint's parameters on the same sample.
-    loaded = loading.load_for_eval(str(workdir))
-    curves = task_curves.TaskCurves.from_config(loaded.config.train, loaded.tokenizer, loaded.model, loaded.params)
+    loaded = checkpoints.load_for_eval(str(workdir))
+    curves = in_run_eval.TaskCurves.from_config(loaded.config.train, loaded.tokenizer, loaded.model, loaded.params)
     assert len(curves.samples["zhoblimp"].pairs) == 12  # 4 of each paradigm's 8
     assert curves.score(loaded.params) == pytest.approx({"zhoblimp": scored[-1]["task/zhoblimp"]})
     assert summary["final_task_scores"] == {"zhoblimp": scored[-1]["task/zhoblimp"]}
@@ -80,4 +79,4 @@ def test_eval_tasks_must_be_minimal_pair_tasks(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     config.train.eval_tasks = "zhoblimp,afqmc"
     with pytest.raises(ValueError, match="train.eval_tasks: 'afqmc'"):
-        task_curves.TaskCurves.from_config(RunConfig.from_config(config).train, None, None, None)
+        in_run_eval.TaskCurves.from_config(RunConfig.from_config(config).train, None, None, None)

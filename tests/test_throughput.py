@@ -5,7 +5,7 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.training import metrics_file, peaks, step_logger
+from babylm_jax.training import metrics, peaks
 
 METRICS = {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}
 
@@ -19,13 +19,13 @@ class Clock:
 
 
 def _logger(tmp_path, monkeypatch, log_every, last_step=12):
-    monkeypatch.setattr(step_logger, "device_peak_flops", lambda: (1e12, "test peak"))
+    monkeypatch.setattr(metrics, "device_peak_flops", lambda: (1e12, "test peak"))
     config = tiny_config("unused")
     config.train.num_steps = last_step
     clock = Clock()
     clock.now = 100.0  # compiling took 100 s before the logger started: never counted
     run_config = RunConfig.from_config(config)
-    logger = step_logger.StepLogger(metrics_file.MetricsWriter(str(tmp_path)), run_config.model, run_config, log_every, last_step,
+    logger = metrics.StepLogger(metrics.MetricsWriter(str(tmp_path)), run_config.model, run_config, log_every, last_step,
                                 clock)
     return logger, clock
 
@@ -63,7 +63,7 @@ def test_a_logging_step_blocks_on_its_own_outputs(tmp_path, monkeypatch):
     window closes when that step has completed."""
     logger, clock = _logger(tmp_path, monkeypatch, log_every=2)
     fetched = []
-    monkeypatch.setattr(step_logger.jax, "device_get", lambda x: fetched.append(x["step"]) or x)
+    monkeypatch.setattr(metrics.jax, "device_get", lambda x: fetched.append(x["step"]) or x)
     assert logger.step_done(1, {**METRICS, "step": 1}, 0.0) is None and fetched == []
     assert logger.step_done(2, {**METRICS, "step": 2}, 0.0)["step"] == 2 and fetched == [2]
 

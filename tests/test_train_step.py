@@ -10,12 +10,11 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
-from babylm_jax.training import curricula, optim
-from babylm_jax.training import milestones
 from babylm_jax.training import run
-from babylm_jax.training import train_step
+from babylm_jax.training.checkpoints import word_milestones
+from babylm_jax.training.step import make_train_step, seq_len_at, step_key
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
-from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
+from babylm_jax.training.state import TrainState, boxed_init_fn, build_model, make_train_optimizer
 
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
 
@@ -25,7 +24,7 @@ def _setup(tmp_path, **train):
     config.train.update(warmup_steps=0, **train)  # a real update at step 0
     config = RunConfig.from_config(config)
     model = build_model(config.model)
-    optimizer = optim.make_train_optimizer(config.train)
+    optimizer = make_train_optimizer(config.train)
     state = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(config, model, optimizer)(rng)))(jax.random.key(0))
     return config, model, optimizer, state
 
@@ -52,7 +51,7 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     results = {}
     for accum in (1, 4):
         config, model, optimizer, state = _setup(tmp_path, grad_accum_steps=accum)
-        step = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))
+        step = jax.jit(make_train_step(config, model, optimizer, MASKING, 32))
         results[accum] = step(state, batch, jax.random.key(2))
     (state1, metrics1), (state4, metrics4) = results[1], results[4]
     np.testing.assert_allclose(metrics1["loss"], metrics4["loss"], rtol=1e-5)
@@ -77,24 +76,25 @@ def test_hybrid_passes_too_small_for_a_causal_row_are_refused(tmp_path):
 @pytest.mark.slow
 def test_sequence_length_curriculum_splits_rows(tmp_path):
     config, model, optimizer, state = _setup(tmp_path, seq_len_curriculum=((0.0, 16), (0.5, 32)))
-    assert curricula.seq_len_at(config.train, 0) == 16
-    assert curricula.seq_len_at(config.train, config.train.num_steps // 2) == 32
+    assert seq_len_at(config.train, 0) == 16
+    assert seq_len_at(config.train, config.train.num_steps // 2) == 32
     batch = _batch(4, 32)
-    short = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 16))
+    short = jax.jit(make_train_step(config, model, optimizer, MASKING, 16))
     _, metrics_split = short(state, batch, jax.random.key(3))
     # Reference: the 8 half rows as separate sequences, positions from 0 (nothing crosses a split).
     halves = {"tokens": batch["tokens"].reshape(8, 16), "segment_ids": jnp.ones((8, 16), jnp.int32),
               "positions": jnp.broadcast_to(jnp.arange(16), (8, 16))}
-    reference, _ = objectives.compute_loss(model, state.params, halves, jax.random.key(0), masking=MASKING)
+    reference, _ = objectives.compute_loss(model, state.params, halves, jax.random.key(0),
+                                           settings=objectives.LossSettings(masking=MASKING))
     np.testing.assert_allclose(metrics_split["loss"], reference, rtol=1e-5)
-    _, metrics_long = jax.jit(train_step.make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
+    _, metrics_long = jax.jit(make_train_step(config, model, optimizer, MASKING, 32))(state, batch, jax.random.key(3))
     assert abs(float(metrics_long["loss"]) - float(metrics_split["loss"])) > 1e-4  # longer context, other loss
 
 
 def test_word_milestones_follow_the_babylm_schedule():
     import itertools
 
-    millions = [m / 1e6 for m in itertools.islice(milestones.word_milestones(1e6), 21)]
+    millions = [m / 1e6 for m in itertools.islice(word_milestones(1e6), 21)]
     assert millions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300]
 
 
@@ -107,7 +107,7 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
     config.train.update(warmup_steps=0, weight_decay=0.5, learning_rate=1e-2)
     run_config = RunConfig.from_config(config)
     looped_model = build_model(run_config.model)
-    optimizer = optim.make_train_optimizer(run_config.train)
+    optimizer = make_train_optimizer(run_config.train)
     looped = jax.jit(lambda rng: nn.meta.unbox(boxed_init_fn(run_config, looped_model, optimizer)(rng)))(
         jax.random.key(0))
     config.model.scan_layers = True
@@ -115,7 +115,7 @@ def test_scanned_and_looped_layers_train_to_the_same_parameters(tmp_path, family
     params = stack_layer_params(looped.params, config.model.num_layers)
     scanned = TrainState(step=looped.step, params=params, opt_state=optimizer.init(params), ema_params=None)
     for model, name in ((looped_model, "looped"), (scanned_model, "scanned")):
-        step = jax.jit(train_step.make_train_step(run_config, model, optimizer, MASKING, 32))
+        step = jax.jit(make_train_step(run_config, model, optimizer, MASKING, 32))
         state = looped if name == "looped" else scanned
         for i in range(3):
             state, _ = step(state, _batch(8, 32), jax.random.key(i))
@@ -134,11 +134,11 @@ def test_the_step_key_follows_train_rng_impl_and_its_dropout_bits_differ(tmp_pat
     results = {}
     for impl in ("threefry2x32", "rbg"):
         config, model, optimizer, state = _setup(tmp_path, rng_impl=impl)
-        key = train_step.step_key(config.train)
+        key = step_key(config.train)
         assert str(jax.random.key_impl(key)) == impl
         dropout_config = dataclasses.replace(config, model=dataclasses.replace(config.model, dropout=0.5))
         dropout_model = build_model(dropout_config.model)
-        step = jax.jit(train_step.make_train_step(dropout_config, dropout_model, optimizer, MASKING, 32))
+        step = jax.jit(make_train_step(dropout_config, dropout_model, optimizer, MASKING, 32))
         results[impl] = [step(state, batch, key)[1]["loss"] for _ in range(2)]
     for impl, (first, second) in results.items():
         assert float(first) == float(second), impl

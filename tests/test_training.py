@@ -15,11 +15,10 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import rundir as rundir_lib
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.corpus import pipeline
-from babylm_jax.training import checkpoint, loading, run_config
-from babylm_jax.training import evaluator, run, trainer
-from babylm_jax.training.summary import format_outputs
-from babylm_jax.training import train_step
+from babylm_jax.training import checkpoints, in_run_eval, loop, run, run_config
 from babylm_jax.training.state import build_model
+from babylm_jax.training.step import make_eval_step, make_masking
+from babylm_jax.training.summary import format_outputs
 
 
 def read_metrics(workdir) -> tuple[dict[int, dict], list[dict]]:
@@ -42,7 +41,7 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         config.checkpoint.update(word_milestones=True, milestone_unit=500)
     if family == "hybrid":
         config.train.ema_decay = 0.9
-    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     train, evals = read_metrics(tmp_path)
     first = np.mean([train[s]["loss"] for s in (1, 2, 3)])
     last = np.mean([train[s]["loss"] for s in (28, 29, 30)])
@@ -57,23 +56,23 @@ def test_family_trains_and_loss_falls(family, tiny_corpus_dir, tmp_path):
         words = {s: r["words_seen"] for s, r in train.items()}
         expected = [s for s in sorted(words) if int(words[s] // 500) > int(words.get(s - 1, 0) // 500)]
         assert milestones == expected and len(expected) >= 5
-        loaded = loading.load_for_eval(str(tmp_path), step=milestones[0])
+        loaded = checkpoints.load_for_eval(str(tmp_path), step=milestones[0])
         assert loaded.step == milestones[0] and loaded.words_seen == pytest.approx(words[milestones[0]])
 
     if family == "hybrid":  # EMA params differ from the raw ones and are what eval uses
-        ema = loading.load_for_eval(str(tmp_path))
-        raw = loading.load_for_eval(str(tmp_path), use_ema=False)
+        ema = checkpoints.load_for_eval(str(tmp_path))
+        raw = checkpoints.load_for_eval(str(tmp_path), use_ema=False)
         assert ema.used_ema and not raw.used_ema
         diff = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), ema.params, raw.params)
         assert max(jax.tree.leaves(diff)) > 1e-4
         typed = RunConfig.from_config(config)
         data = pipeline.build_train_data(typed, str(tmp_path))
-        masking = train_step.make_masking(typed.data, data.tokenizer)
-        eval_step = jax.jit(train_step.make_eval_step(typed, ema.model, masking))
+        masking = make_masking(typed.data, data.tokenizer)
+        eval_step = jax.jit(make_eval_step(typed, ema.model, masking))
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "fsdp"))
         batches = data.eval_batches[: config.train.eval_batches]
-        assert evaluator.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
-        assert evaluator.evaluate_loss(eval_step, raw.params, batches, mesh) != pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+        assert in_run_eval.evaluate_loss(eval_step, ema.params, batches, mesh) == pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
+        assert in_run_eval.evaluate_loss(eval_step, raw.params, batches, mesh) != pytest.approx(evals[-1]["eval_loss"], rel=1e-5)
 
 
 class RecordingIterator:
@@ -109,11 +108,11 @@ def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, mo
 
     monkeypatch.setattr(run, "build_train_data", recording_build)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(straight))
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed), stop_at_step=4)
+    loop.train_and_evaluate(RunConfig.from_config(config), str(straight))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(resumed), stop_at_step=4)
     assert sorted(int(p.name) for p in (resumed / "checkpoints").iterdir()) == [4]
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # picks up at step 4
-    again = trainer.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # a finished run trains nothing more
+    loop.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # picks up at step 4
+    again = loop.train_and_evaluate(RunConfig.from_config(config), str(resumed))  # a finished run trains nothing more
     assert again["steps"] == 8 and len(read_metrics(resumed)[0]) == 8
 
     a, b = read_metrics(straight)[0], read_metrics(resumed)[0]
@@ -128,7 +127,7 @@ def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=3, eval_every_steps=100)
     config.mesh.update(**mesh)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(workdir))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
     train = read_metrics(workdir)[0]
     return [train[s]["loss"] for s in (1, 2, 3)]
 
@@ -145,14 +144,13 @@ def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, t
 
 def test_fsdp_shards_parameters(tiny_corpus_dir):
     from babylm_jax.training import sharding
-    from babylm_jax.training.state import boxed_init_fn
-    from babylm_jax.training import optim
+    from babylm_jax.training.state import boxed_init_fn, make_train_optimizer
 
     config = tiny_config(tiny_corpus_dir)
     config.mesh.update(num_devices=8, fsdp=4)
     config = RunConfig.from_config(config)
     model = build_model(config.model)
-    init = boxed_init_fn(config, model, optim.make_train_optimizer(config.train))
+    init = boxed_init_fn(config, model, make_train_optimizer(config.train))
     mesh = sharding.make_mesh(config.mesh)
     shardings = sharding.state_shardings(jax.eval_shape(init, jax.random.key(0)), mesh)
     spec = shardings.params["params"]["layers_0"]["mlp"]["gate_up"]["kernel"].spec
@@ -200,33 +198,33 @@ def test_config_errors_name_the_key(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.seq_len = 128
     with pytest.raises(ValueError, match="train.seq_len=128 exceeds model.max_len=64"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "a"))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "a"))
     config = tiny_config(tiny_corpus_dir)
     with config.unlocked():
         config.model.num_layer = 3
     with pytest.raises(ValueError, match="model.num_layer"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "b"))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "b"))
     config = tiny_config(tiny_corpus_dir)
     config.data.corpus = str(tmp_path / "no_such_dir")
     with pytest.raises(ValueError, match="no_such_dir"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "c"))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "c"))
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "a.txt").write_text("\n\n", encoding="utf-8")
     config.data.corpus = str(empty)
     with pytest.raises(ValueError, match=r"a\.txt.*empty"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "d"))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "d"))
 
 
 @pytest.mark.slow
 def test_incompatible_workdir_is_refused_and_untouched(tiny_corpus_dir, tmp_path):
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=2, eval_every_steps=100)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     config.model.d_model = 64
     with pytest.raises(ValueError, match="model.d_model=32"):
-        trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 

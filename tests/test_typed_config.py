@@ -23,7 +23,7 @@ from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig, default_config
 from babylm_jax.config.typed import defaults
 from babylm_jax.training import run_config
-from babylm_jax.training.checkpoint import CheckpointError
+from babylm_jax.training.run_config import CheckpointError
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "babylm_jax"
 # Where RunConfig.from_config may run: the commands, and the one place a saved run's config is read.

@@ -19,8 +19,7 @@ from babylm_jax.corpus import preparation
 from babylm_jax.eval import runner
 from babylm_jax.eval.fmri import features
 from babylm_jax.tasks import registry as tasks
-from babylm_jax.training import loading
-from babylm_jax.training import trainer
+from babylm_jax.training import checkpoints, loop
 
 TESTS = pathlib.Path(__file__).parent
 PAIRS = TESTS / "fixtures" / "minimal_pairs"
@@ -54,7 +53,7 @@ def test_prepare_caches_word_pieces_with_jieba_word_starts(tiny_corpus_dir, tmp_
 def trained(request, tiny_corpus_dir, tmp_path_factory):
     """A 4-step run of each family on the words kind, with whole-word masking."""
     workdir = tmp_path_factory.mktemp(request.param) / "run"
-    summary = trainer.train_and_evaluate(RunConfig.from_config(_words_config(tiny_corpus_dir, request.param)),
+    summary = loop.train_and_evaluate(RunConfig.from_config(_words_config(tiny_corpus_dir, request.param)),
                                          str(workdir))
     return request.param, workdir, summary
 
@@ -70,7 +69,7 @@ def test_each_family_trains_and_scores_minimal_pairs(trained):
     logged = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in logged if "loss" in r]
     assert len(losses) == 4 and all(math.isfinite(loss) and loss > 0 for loss in losses)
-    loaded = loading.load_for_eval(str(workdir))
+    loaded = checkpoints.load_for_eval(str(workdir))
     assert loaded.tokenizer.kind == "words" and loaded.step == 4
     result = runner.run_registry_task(tasks.get_task("zhoblimp"), loaded, PAIRS, _scoring_settings())
     assert 0 <= result.values["accuracy"] <= 1 and result.details["num_uids"] > 0
@@ -84,7 +83,7 @@ def test_fine_tuning_and_fmri_features_on_words(trained):
     family, workdir, _ = trained
     if family != "causal":
         pytest.skip("one family is enough: the paths read the tokenizer alone")
-    loaded = loading.load_for_eval(str(workdir))
+    loaded = checkpoints.load_for_eval(str(workdir))
     config = load_config_file(DEFAULT_CONFIG)
     config.finetune.update(progress=False, max_len=24, batch_size=16, epochs=1)
     result = runner.run_registry_task(tasks.get_task("diagnostic_nli"), loaded, CLUE, EvalSettings.from_config(config))
@@ -108,7 +107,7 @@ def test_the_export_reloads_in_transformers_with_our_ids(trained, tmp_path):
     out = export.export(workdir, tmp_path / "hf")
     assert (out / "tokenization_babylm_words.py").is_file() and (out / "vocab.json").is_file()
     hf = transformers.AutoTokenizer.from_pretrained(out, trust_remote_code=True)
-    ours = loading.load_for_eval(str(workdir)).tokenizer
+    ours = checkpoints.load_for_eval(str(workdir)).tokenizer
     framing = family_spec(family).framing
     sentences = [json.loads(line)[k] for path in sorted(PAIRS.rglob("*.jsonl"))
                  for line in path.read_text(encoding="utf-8").splitlines() if line.strip()

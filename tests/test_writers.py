@@ -15,7 +15,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import WandbConfig
 from babylm_jax import evaluate, train
 from babylm_jax.core import rundir, writers
-from babylm_jax.training import trainer
+from babylm_jax.training import loop
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
 pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")
@@ -62,11 +62,11 @@ def test_tensorboard_and_wandb_hold_what_metrics_jsonl_holds_after_a_resume(tiny
     config = tiny_config(tiny_corpus_dir)
     config.train.writers = ("jsonl", "tensorboard", "wandb")
     config.train.wandb.mode = "offline"
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
     # A run killed after logging step 30 but before its checkpoint: resume from step 20 re-trains 21..30.
     shutil.rmtree(tmp_path / "checkpoints" / "30")
     (tmp_path / "summary.json").unlink()
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
 
     expected = jsonl_scalars(tmp_path)
     assert ("loss", 30) in expected and ("eval_loss", 30) in expected and ("tokens_per_s", 1) in expected
@@ -92,7 +92,7 @@ def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeyp
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
     config.train.wandb.mode = "offline"
-    summary = trainer.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
 
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
     events.Reload()
@@ -221,7 +221,7 @@ def test_evaluate_logs_results_fine_tuning_epochs_and_milestones_to_the_run(tiny
     config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
     config.train.wandb.mode = "offline"
     config.checkpoint.update(word_milestones=True, milestone_unit=600)
-    trainer.train_and_evaluate(RunConfig.from_config(config), str(run))
+    loop.train_and_evaluate(RunConfig.from_config(config), str(run))
     common = [f"--workdir={run}", f"--data_dir={data}", "--config.log_to_run=True", "--config.scoring.batch_size=8"]
     evaluate.main(["evaluate", *common, "--tasks=zhoblimp,afqmc", "--limit=8", "--config.finetune.epochs=2",
                    "--config.finetune.max_len=64", "--config.finetune.batch_size=8"])

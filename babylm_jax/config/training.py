@@ -165,7 +165,7 @@ class MeshConfig:
     num_devices: int = 0  # single-process runs: the first N devices; 0 = all
     fsdp: int = 1  # devices per FSDP group; 1 = pure data parallel
     # the accelerator a recipe is made for: "" (any), "cuda" or "tpu" (then train refuses a CPU backend
-    # without --allow_cpu; training.backend)
+    # without --allow_cpu; training.devices)
     target: str = ""
     # what `python -m babylm_jax.aot` compiles for: a TPU topology ("v5e:2x2") or GPU ("h100", "h200")
     topology: str = ""

@@ -1,6 +1,6 @@
 """A trained model as evaluation and export use it: the run's config, model, params, tokenizer.
 
-`training.loading.load_for_eval` builds one from a workdir; the evaluation runners and
+`training.checkpoints.load_for_eval` builds one from a workdir; the evaluation runners and
 the Hugging Face export read it. Imports only the config, model and data floors.
 """
 from __future__ import annotations

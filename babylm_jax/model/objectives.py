@@ -10,9 +10,14 @@ A model family (`core.families`) names its objective in OBJECTIVES:
 - masked_next_token (hybrid): rows [0, n_causal) are causal-LM rows, the rest are MNTP rows:
   bidirectional over the masked row, and the masked token at t is predicted from position t-1
   (GPT-BERT).
-An objective maps (batch, mask key, corruption key, mask rate, masking, causal rows) to
-(inputs, causal, targets, weights): the model's input tokens, which rows attend causally (a
-bool or a [B] array), and the token each position predicts where its weight is nonzero.
+An objective maps (batch, (mask key, corruption key), mask rate, settings) to (inputs, causal,
+targets, weights): the model's input tokens, which rows attend causally (a bool or a [B] array),
+and the token each position predicts where its weight is nonzero. `LossSettings` holds a run's
+static settings of the loss (masking, hybrid causal rows, z-loss, chunks, logits dtype, ...), built
+once from its config:
+
+    settings = LossSettings.from_run_config(config, masking, platform, row_groups)
+    loss, metrics = compute_loss(model, params, batch, rng, mask_rate=rate, settings=settings)
 """
 from __future__ import annotations
 
@@ -24,7 +29,10 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from babylm_jax.config.schema import RunConfig
 from babylm_jax.core.families import family_spec
+from babylm_jax.model.aux_heads import AuxObjective
+from babylm_jax.model.transformer import Transformer
 
 LOSS_CHUNK = 256  # rows of logits per chunk of the loss on CPU: 256 x a vocabulary of 6,000 in f32 is 6 MB
 ACCELERATOR_CHUNK_BYTES = 256 * 2**20  # on GPU/TPU a chunk's f32 logits fill this much: fewer, larger matmuls
@@ -52,6 +60,47 @@ class MaskingConfig:
     random_share: float = 0.1
     keep_share: float = 0.1
     whole_word: bool = False
+
+
+Batch = dict[str, jax.Array]  # [B, L] int32 arrays: tokens, segment_ids, positions (and word_starts)
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSettings:
+    """A run's static settings of the loss (`compute_loss` says what each does), closed over by its jitted steps."""
+
+    masking: MaskingConfig | None = None
+    hybrid_causal_share: float = 0.0  # the share of a hybrid batch's rows (the leading ones) that are causal
+    max_mask_rate: float | None = None  # the mask rate gathered positions are sized for (None: the step's)
+    z_loss: float = 0.0
+    deterministic: bool = True  # no dropout
+    chunk: int = LOSS_CHUNK  # rows of logits at a time
+    logits_dtype: Any = jnp.float32  # of a chunk's stored logits
+    row_groups: int = 1  # the devices a batch's rows are split over
+    summed: bool = False  # the sum instead of the mean (accumulation divides once, by all predicted tokens)
+
+    @classmethod
+    def from_run_config(cls, config: RunConfig, masking: MaskingConfig | None, platform: str,
+                        row_groups: int) -> LossSettings:
+        """The train step's settings: `config.train`'s, loss chunks for `platform` (`loss_chunk`), dropout
+        where model.dropout asks for it, the sum where train.grad_accum_steps accumulates."""
+        train = config.train
+        return cls(masking=masking, hybrid_causal_share=train.hybrid_causal_share,
+                   max_mask_rate=max(train.mask_rate, train.mask_rate_final), z_loss=train.z_loss,
+                   deterministic=config.model.dropout == 0.0,
+                   chunk=loss_chunk(platform, config.model.vocab_size, train.loss_chunk),
+                   logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=row_groups,
+                   summed=train.grad_accum_steps > 1)
+
+    def for_evaluation(self) -> LossSettings:
+        """The eval loss's settings: the plain cross-entropy (no z-loss) of float32 logits, no dropout,
+        the mean, the gathered positions sized for the eval's own mask rate."""
+        return dataclasses.replace(self, max_mask_rate=None, z_loss=0.0, deterministic=True,
+                                   logits_dtype=jnp.float32, summed=False)
+
+    def causal_rows(self, rows: int) -> int:
+        """The leading causal-LM rows of a hybrid batch of `rows` rows."""
+        return int(round(rows * self.hybrid_causal_share))
 
 
 def cross_entropy(
@@ -222,100 +271,89 @@ def prediction_capacity(num_positions: int, always: int, max_rate: float, whole_
     return min(num_positions, -(-capacity // multiple) * multiple)
 
 
-def compute_loss(
-    model,
-    params,
-    batch: dict,
-    rng: jax.Array,
-    *,
-    mask_rate: jax.Array | float = 0.15,
-    max_mask_rate: float | None = None,
-    masking: MaskingConfig | None = None,
-    causal_rows: int = 0,
-    z_loss: float = 0.0,
-    deterministic: bool = True,
-    chunk: int = LOSS_CHUNK,
-    logits_dtype: Any = jnp.float32,
-    row_groups: int = 1,
-    summed: bool = False,
-    aux_objective=None,
-) -> tuple[jax.Array, dict]:
-    """Mean loss over predicted tokens of the model family's objective (the sum with `summed`), and metrics.
+def compute_loss(model: Transformer, params: Any, batch: Batch, rng: jax.Array, *, mask_rate: jax.Array | float = 0.15,
+                 settings: LossSettings = LossSettings(), aux_objective: AuxObjective | None = None,
+                 ) -> tuple[jax.Array, dict[str, Any]]:
+    """Mean loss over predicted tokens of the model family's objective (the sum with `settings.summed`), and metrics.
 
-    `causal_rows` is the number of leading causal-LM rows in a hybrid batch. Masked and
+    A hybrid batch's leading `settings.causal_rows(rows)` rows are causal-LM rows. Masked and
     hybrid models project only the predicted positions to the vocabulary: they are gathered
-    into a static number of slots (`prediction_capacity` for `max_mask_rate`, by default
+    into a static number of slots (`prediction_capacity` for `settings.max_mask_rate`, by default
     `mask_rate` when it is a number), with a fallback to every position in the rare batch
-    that predicts more. The loss is `projected_cross_entropy`, `chunk` rows at a time, its
-    logits kept in `logits_dtype`.
-    `row_groups` (the devices the batch's rows are split over) keeps both per device: each
-    contiguous block of rows gathers and projects its own predicted positions.
-    `aux_objective` (`aux_heads.AuxObjective`) adds the auxiliary heads' weighted summed
-    losses to the summed loss (so divided by the predicted tokens like it) and their sums to
-    the metrics (`aux`); metrics["loss"] stays the language-model loss.
+    that predicts more. The loss is `projected_cross_entropy`, `settings.chunk` rows at a time, its
+    logits stored in `settings.logits_dtype`; with `settings.row_groups` > 1 (the devices a batch's
+    rows are split over) each contiguous block of rows gathers and projects its own predicted positions.
+    `aux_objective` adds the auxiliary heads' weighted summed losses to the summed loss (so divided by
+    the predicted tokens like it) and their sums to the metrics (`aux`); metrics["loss"] stays the LM loss.
     """
     spec = family_spec(model.config.family)
-    if masking is None and not spec.causal:
+    if settings.masking is None and not spec.causal:
         raise ValueError(f"model family {spec.name!r} needs a MaskingConfig")
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
     mask_rng, corrupt_rng, dropout_rng = jax.random.split(rng, 3)
-    inputs, causal, targets, weights = OBJECTIVES[spec.objective](batch, mask_rng, corrupt_rng, mask_rate, masking,
-                                                                  causal_rows)
+    inputs, causal, targets, weights = OBJECTIVES[spec.objective](batch, (mask_rng, corrupt_rng), mask_rate, settings)
     hidden_BxLxD, _ = model.apply(
-        params, inputs, segment_ids, positions, causal, deterministic=deterministic, rngs={"dropout": dropout_rng},
-        method="encode",
+        params, inputs, segment_ids, positions, causal, deterministic=settings.deterministic,
+        rngs={"dropout": dropout_rng}, method="encode",
     )
     weights_N = weights.reshape(-1).astype(jnp.float32)
     count = jnp.sum(weights_N)
-    rate = max_mask_rate if max_mask_rate is not None else mask_rate
-    groups = row_groups if tokens.shape[0] % row_groups == 0 else 1
+    rate = settings.max_mask_rate if settings.max_mask_rate is not None else mask_rate
+    groups = settings.row_groups if tokens.shape[0] % settings.row_groups == 0 else 1
     per_group = weights_N.shape[0] // groups
     capacity = per_group
     if not spec.causal and isinstance(rate, (int, float)):
         # the causal rows lead the batch: the first block holds the most of them
+        causal_rows = settings.causal_rows(tokens.shape[0])
         always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if spec.causal_rows else 0
-        capacity = prediction_capacity(per_group, always, float(rate), masking.whole_word, 8)
+        capacity = prediction_capacity(per_group, always, float(rate), settings.masking.whole_word, 8)
     loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
-                               z_loss, chunk, logits_dtype)
+                               settings.z_loss, settings.chunk, settings.logits_dtype)
     loss = loss_sum / jnp.maximum(count, 1.0)
     metrics = {"loss": loss, "predicted_tokens": count, "lm_loss_sum": loss_sum}
     if aux_objective is not None:
         aux_sum, metrics["aux"] = aux_objective.loss(
             params, hidden_BxLxD, *aux_objective.positions(tokens, segment_ids, targets, weights))
         loss_sum = loss_sum + aux_sum
-    return loss_sum if summed else loss_sum / jnp.maximum(count, 1.0), metrics
+    return loss_sum if settings.summed else loss_sum / jnp.maximum(count, 1.0), metrics
 
 
-def next_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
-                         masking: MaskingConfig | None, causal_rows: int) -> tuple:
+Rngs = tuple[jax.Array, jax.Array]  # (mask key, corruption key)
+ObjectiveOutput = tuple[jax.Array, jax.Array | bool, jax.Array, jax.Array]  # (inputs, causal, targets, weights)
+
+
+def next_token_objective(batch: Batch, rngs: Rngs, mask_rate: jax.Array | float,
+                         settings: LossSettings) -> ObjectiveOutput:
     """Causal LM: every row causal, every position predicts the next token of its document."""
     return (batch["tokens"], True, *next_token_targets(batch["tokens"], batch["segment_ids"]))
 
 
-def masked_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array, mask_rate: jax.Array | float,
-                           masking: MaskingConfig, causal_rows: int) -> tuple:
+def masked_token_objective(batch: Batch, rngs: Rngs, mask_rate: jax.Array | float,
+                           settings: LossSettings) -> ObjectiveOutput:
     """Masked LM: bidirectional rows, BERT-corrupted; a masked position predicts its own token."""
+    mask_rng, corrupt_rng = rngs
     tokens = batch["tokens"]
-    masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
-    return corrupt(corrupt_rng, tokens, masked, masking), False, tokens, masked
+    masked = choose_masked_positions(mask_rng, batch, mask_rate, settings.masking)
+    return corrupt(corrupt_rng, tokens, masked, settings.masking), False, tokens, masked
 
 
-def masked_next_token_objective(batch: dict, mask_rng: jax.Array, corrupt_rng: jax.Array,
-                                mask_rate: jax.Array | float, masking: MaskingConfig, causal_rows: int) -> tuple:
-    """GPT-BERT: the first `causal_rows` rows are causal-LM rows, the others MNTP rows (the token
-    masked at t predicted from position t-1)."""
+def masked_next_token_objective(batch: Batch, rngs: Rngs, mask_rate: jax.Array | float,
+                                settings: LossSettings) -> ObjectiveOutput:
+    """GPT-BERT: the first `settings.causal_rows(rows)` rows are causal-LM rows, the others MNTP rows
+    (the token masked at t predicted from position t-1)."""
+    mask_rng, corrupt_rng = rngs
     tokens, segment_ids = batch["tokens"], batch["segment_ids"]
-    masked = choose_masked_positions(mask_rng, batch, mask_rate, masking)
-    causal = jnp.arange(tokens.shape[0]) < causal_rows
+    masked = choose_masked_positions(mask_rng, batch, mask_rate, settings.masking)
+    causal = jnp.arange(tokens.shape[0]) < settings.causal_rows(tokens.shape[0])
     masked = masked & ~causal[:, None]
     targets, weights = mntp_targets(tokens, masked, segment_ids)
     clm_targets, clm_weights = next_token_targets(tokens, segment_ids)
     targets = jnp.where(causal[:, None], clm_targets, targets)
     weights = jnp.where(causal[:, None], clm_weights, weights)
-    return corrupt(corrupt_rng, tokens, masked, masking), causal, targets, weights
+    return corrupt(corrupt_rng, tokens, masked, settings.masking), causal, targets, weights
 
 
-Objective = Callable[..., tuple]  # (batch, mask_rng, corrupt_rng, mask_rate, masking, causal_rows) -> 4-tuple
+Objective = Callable[[Batch, Rngs, jax.Array | float, LossSettings], ObjectiveOutput]
 OBJECTIVES: dict[str, Objective] = {  # FamilySpec.objective -> the objective
     "next_token": next_token_objective,
     "masked_token": masked_token_objective,

@@ -3,7 +3,7 @@
     lines = cuda_report(config, dump_dir="runs/aot")     # every curriculum length, lowered for CUDA
     lines, fits = tpu_report(config, "v5e:2x2")          # compiled per chip: memory against HBM
 
-The step is `train_step.make_train_step` exactly as training builds it (optimizer, masking,
+The step is `step.make_train_step` exactly as training builds it (optimizer, masking,
 accumulation, remat, the attention `model.attention` resolves to on the target), on abstract
 inputs of the recipe's shapes; the masking ids are the tokenizer's fixed special ids.
 """
@@ -28,9 +28,9 @@ from babylm_jax.core import outputs
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training import compiled, gpu_targets
-from babylm_jax.training import flops
-from babylm_jax.training import optim, sharding, state, train_step
+from babylm_jax.training import compiled, metrics, sharding, state
+from babylm_jax.training.devices import GPUS, cuda_device, memory_bytes
+from babylm_jax.training.step import make_masking, make_train_step, step_key
 
 PLATFORMS = ("cuda", "tpu")
 _TENSOR = re.compile(r"tensor<((?:\d+x)+)(f64|f32|bf16|f16|i64|i32|ui32|i16|ui16|i8|ui8|i1)>")
@@ -51,7 +51,7 @@ def masking_for(config: RunConfig):
     """The run's MaskingConfig from the tokenizer's fixed special ids (no tokenizer needed)."""
     stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size,
                                      special_ids=tuple(range(len(SPECIAL_PIECES))))
-    return train_step.make_masking(config.data, stand_in)
+    return make_masking(config.data, stand_in)
 
 
 def abstract_batch(config: RunConfig, sharding: Any = None) -> dict:
@@ -66,11 +66,11 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     """The train step at rows of `length` for one CUDA GPU, on abstract inputs (placed on the
     compile-only `device` when given)."""
     model = state.build_model(config.model, platform="cuda")
-    optimizer = optim.make_train_optimizer(config.train)
+    optimizer = state.make_train_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
-    step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
-    rng = jax.eval_shape(lambda: train_step.step_key(config.train))
+    step = make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
+    rng = jax.eval_shape(lambda: step_key(config.train))
     args = (abstract_state, abstract_batch(config), rng)
     if device is not None:
         on_device = jax.sharding.SingleDeviceSharding(device)
@@ -114,7 +114,7 @@ def cuda_report(config: RunConfig, gpu: str, dump_dir: str | None = None) -> tup
     if state.build_model(config.model, platform="cuda").config.attention == "cudnn" and cuda_versions is None:
         raise ImportError('model.attention resolves to cudnn on CUDA, and tracing it needs cuDNN\'s libraries: '
                           'pip install -e ".[cuda12]" (no GPU needed)')
-    device, hbm = gpu_targets.cuda_device(gpu), gpu_targets.memory_bytes(gpu)
+    device, hbm = cuda_device(gpu), memory_bytes(gpu)
     lines, worst = [], (0, 0)
     for length in compiled.curriculum_lengths(config.train, 0, config.train.num_steps):
         step = cuda_step(config, length, device)
@@ -169,8 +169,8 @@ def check_topology(topology: str | None, mesh: MeshConfig, platform: str) -> str
     if not chosen:
         raise ValueError("--topology is required for --platform=tpu (e.g. v5e:2x2, v5p:2x2x4): the config names no "
                          "mesh.topology")
-    if platform == "cuda" and chosen not in gpu_targets.GPUS:
-        raise ValueError(f"--topology={chosen}: not a GPU this command knows (choices: {', '.join(gpu_targets.GPUS)})")
+    if platform == "cuda" and chosen not in GPUS:
+        raise ValueError(f"--topology={chosen}: not a GPU this command knows (choices: {', '.join(GPUS)})")
     return chosen
 
 
@@ -216,21 +216,21 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     mesh = sharding.make_mesh(config.mesh, devices)
     sharding.check_batch_size(config.train.batch_size, mesh)
     model = state.build_model(config.model, platform="tpu")
-    optimizer = optim.make_train_optimizer(config.train)
+    optimizer = state.make_train_optimizer(config.train)
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
-    step = train_step.make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",
-                                   groups=len(devices))
+    step = make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",
+                           groups=len(devices))
     jitted = jax.jit(step, in_shardings=(state_shardings, batch_sharding, None),
                      out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=(0,))
-    rng = jax.eval_shape(lambda: train_step.step_key(config.train))
+    rng = jax.eval_shape(lambda: step_key(config.train))
     return Step(jitted, (abstract_state, abstract_batch(config, batch_sharding), rng), model)
 
 
 def step_tflops(config: RunConfig, model: Any, length: int) -> float:
-    """Training TFLOP of one step at rows of `length` (all devices), by training/flops.py's convention."""
-    share = flops.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
-    per_token = flops.train_flops_per_token(model.config, length, flops.causal_share(config), share)
+    """Training TFLOP of one step at rows of `length` (all devices), by training/metrics.py's convention."""
+    share = metrics.predicted_share(config, max(config.train.mask_rate, config.train.mask_rate_final))
+    per_token = metrics.train_flops_per_token(model.config, length, metrics.causal_share(config), share)
     return per_token * config.train.batch_size * config.train.seq_len / 1e12
 
 
@@ -263,7 +263,7 @@ def tpu_report(config: RunConfig, topology: str, dump_dir: str | None = None) ->
         where = dump(dump_dir, f"train_step_{length}.tpu.hlo.txt", text)
         lines.append(f"{program.describe()} per chip; attention {step.model.config.attention}; "
                      f"{step_tflops(config, step.model, length) / len(devices):,.2f} TFLOP per chip a step "
-                     f"(training/flops.py; XLA's cost analysis, loop bodies once: {xla_flops / 1e12:,.2f}); "
+                     f"(training/metrics.py; XLA's cost analysis, loop bodies once: {xla_flops / 1e12:,.2f}); "
                      f"collectives: {collectives(text)}"
                      + (f"; written to {where}" if where else ""))
         worst = max(worst, (compiled.peak_bytes(program.memory), length))

@@ -1,9 +1,10 @@
 """Every step shape compiled before step 1: the train step at each curriculum length and the eval step.
 
-    programs = StepPrograms(run, step_rng)
-    for line in programs.compile_all(first_batch, eval_batches, lengths):
+    programs = StepPrograms(run)
+    for line in programs.compile_all(first_batch, eval_batches, lengths, step_rng, eval_params):
         print(line)                        # one line per program: seconds and XLA's memory analysis
     state, metrics = programs.train(length)(state, batch, step_rng)
+    loss_sum, tokens = programs.eval(batch)(params, batch)
 
 A compiled program refuses arguments of another shape instead of compiling again, so no
 step of a run compiles after step 1: an out-of-memory at the last curriculum length shows
@@ -20,7 +21,8 @@ import jax
 
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.training import sharding
-from babylm_jax.training.curricula import seq_len_at
+from babylm_jax.training.run import Run
+from babylm_jax.training.step import make_eval_step, make_train_step, seq_len_at
 
 
 def curriculum_lengths(train: TrainConfig, first_step: int, last_step: int) -> list[int]:
@@ -107,16 +109,15 @@ def device_arrays(batch: dict) -> dict:
 class StepPrograms:
     """The run's train step per row length and its eval step, compiled up front (`compile_all`)."""
 
-    def __init__(self, run: Any, make_train_step: Callable, make_eval_step: Callable):
+    def __init__(self, run: Run):
         self.run = run
-        self._make_train_step, self._make_eval_step = make_train_step, make_eval_step
         self._train: dict[int, Program] = {}
         self._eval: dict[tuple, Program] = {}
 
     def _jitted_train(self, length: int) -> Callable:
         run = self.run
-        return jax.jit(self._make_train_step(run.config, run.model, run.optimizer, run.masking, length,
-                                           aux_objective=run.aux_objective),
+        return jax.jit(make_train_step(run.config, run.model, run.optimizer, run.masking, length,
+                                       aux_objective=run.aux_objective),
                        in_shardings=(run.state_shardings, sharding.batch_sharding(run.mesh), None),
                        out_shardings=(run.state_shardings, sharding.replicated(run.mesh)), donate_argnums=(0,))
 
@@ -128,7 +129,7 @@ class StepPrograms:
         for length in lengths:
             self._train[length] = compile_program(f"train step, rows of {length}", self._jitted_train(length),
                                                   self.run.state, train_batch, rng)
-        eval_step = jax.jit(self._make_eval_step(self.run.config, self.run.model, self.run.masking))
+        eval_step = jax.jit(make_eval_step(self.run.config, self.run.model, self.run.masking))
         for batch in eval_batches:
             key = shape_key(batch)
             if key not in self._eval:

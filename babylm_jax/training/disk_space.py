@@ -1,6 +1,6 @@
 """A checkpoint that does not fit on its disk: one line before anything is written, no leftovers.
 
-`check_room` compares the bytes a checkpoint needs (its arrays: `step.state.state_bytes`) with the free space of the
+`check_room` compares the bytes a checkpoint needs (its arrays: `state.state_bytes`) with the free space of the
 folder it goes to, before the save starts; `space_errors` turns orbax's "No space left on
 device" from its background threads (when the disk fills meanwhile) into the same one line,
 after removing the half-written temporary folder. The last complete checkpoint is untouched.

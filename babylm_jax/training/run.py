@@ -26,13 +26,13 @@ from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import checkpoint_steps
-from babylm_jax.training import optim, sharding
-from babylm_jax.training.metrics_file import trim_metrics
-from babylm_jax.training.checkpoint import Checkpointer
+from babylm_jax.training import sharding
+from babylm_jax.training.checkpoints import Checkpointer
+from babylm_jax.training.metrics import trim_metrics
 from babylm_jax.training.run_config import (check_config, moved_corpus, moved_corpus_line,
-                                                        schedule_change_line, write_run_config)
-from babylm_jax.training.state import TrainState, sharded_init
-from babylm_jax.training.train_step import make_masking
+                                            schedule_change_line, write_run_config)
+from babylm_jax.training.state import TrainState, make_train_optimizer, sharded_init
+from babylm_jax.training.step import make_masking
 
 
 @dataclasses.dataclass
@@ -64,8 +64,6 @@ class Run:
         """Process 0 sends the run's new files to a remote workdir (nothing to do for a local one)."""
         if self.is_main:
             self.place.push()
-
-
 
 
 def maybe_initialize_distributed(dist: DistributedConfig) -> None:
@@ -100,7 +98,7 @@ def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh
         writers.check_wandb_ready(train.writers, train.wandb.mode)
     if any(getattr(train.aux_heads, head) > 0 for head in AUX_HEADS):  # the heads' packages
         hanzi_labels.head_sizes()
-    return model, mesh, optim.make_train_optimizer(train)
+    return model, mesh, make_train_optimizer(train)
 
 
 def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainData:

@@ -5,6 +5,9 @@
     print(schedule_change_line(run.train, changes, step))   # where train.allow_schedule_change let some through
     write_run_config(workdir, run)   # after a successful restore or a fresh start
     run = load_run_config(workdir)   # the saved config, typed (RunConfig)
+
+A config that cannot resume a workdir's checkpoints raises CheckpointError, as `checkpoints` does for
+checkpoints that cannot be resumed.
 """
 from __future__ import annotations
 
@@ -22,8 +25,7 @@ from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.rundir import checkpoint_steps
-from babylm_jax.training import optim
-from babylm_jax.training.checkpoint import CheckpointError
+from babylm_jax.training.state import make_schedule
 
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",
@@ -38,6 +40,10 @@ SCHEDULE_KEYS = LR_KEYS + ("train.mask_rate", "train.mask_rate_final", "train.se
 # Keys that say where the corpus lies: where the workdir records its files' content (inputs.json, checked by
 # corpus.run_inputs), a corpus moved or copied elsewhere resumes; a changed content is refused there.
 PLACE_KEYS = ("data.corpus", "data.paths")
+
+
+class CheckpointError(ValueError):
+    """A workdir whose checkpoints cannot be resumed (none valid, or made by another config)."""
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -142,7 +148,7 @@ def schedule_change_line(train: TrainConfig, changes: dict[str, tuple[Any, Any]]
     rate of the last step trained (old schedule) and of the next one (new schedule)."""
     old_train = dataclasses.replace(train, **{key.split(".")[1]: was for key, (was, _) in changes.items()
                                               if key in LR_KEYS})
-    old_lr, new_lr = float(optim.make_schedule(old_train)(step - 1)), float(optim.make_schedule(train)(step))
+    old_lr, new_lr = float(make_schedule(old_train)(step - 1)), float(make_schedule(train)(step))
     keys = ", ".join(f"{key} {was!r} -> {now!r}" for key, (was, now) in changes.items())
     return (f"train.allow_schedule_change: the schedule changes from step {step + 1} on ({keys}); learning rate "
             f"{old_lr:.3g} at step {step} (old schedule), {new_lr:.3g} at step {step + 1} (new schedule)")

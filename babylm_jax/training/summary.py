@@ -17,10 +17,9 @@ from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training.compiled import StepPrograms
-from babylm_jax.training.evaluator import RunEvaluator
+from babylm_jax.training.in_run_eval import RunEvaluator
+from babylm_jax.training.metrics import StepLogger, plot_learning_curves
 from babylm_jax.training.run import Run
-from babylm_jax.training.learning_curves import plot_learning_curves
-from babylm_jax.training.step_logger import StepLogger
 
 
 def run_summary(run: Run, logger: StepLogger, evaluator: RunEvaluator, last_step: int, wall: float,
@@ -60,7 +59,6 @@ def _budget(workdir: str) -> dict:
         return {}
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
 
 
 RUN_OUTPUTS = (  # (path in the workdir, what it holds), listed at the end of a run when present

@@ -13,7 +13,7 @@ with the matmul peak probed before each (`conditions.py`):
 1. MFU: `classifier.finetune_step` (the jitted AdamW step of the CLUE track, dropout on) on full
    rows of `--length` tokens, one example a row; analytic model FLOP/s over the matmul peak
    of this run and over the best known idle peak. FLOPs per step (multiply-add = 2, training
-   = 3 x forward, as training/flops.py): per token 2 x (per layer 4 D^2 + MLP weights) +
+   = 3 x forward, as training/metrics.py): per token 2 x (per layer 4 D^2 + MLP weights) +
    attention 4 L D per layer (halved for causal rows); per row the head 2 x (D^2 + D K).
    The vocabulary projection is not run when fine-tuning, so it is not counted.
 2. Against the official pipeline (evaluation_pipeline/finetune at 2c8a2d9 = upstream 7c50ed2,

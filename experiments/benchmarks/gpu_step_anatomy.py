@@ -6,7 +6,7 @@ costed by a roofline, calibrated on the two steps measured on an H200, and the l
     python experiments/benchmarks/gpu_step_anatomy.py --levers=false --out runs/anatomy
 
 The step is `aot_report.cuda_step`, exactly as `train` builds it, at rows of 512, compiled by XLA's
-GPU compiler for the H200 (`gpu_targets`); its optimised program is read kernel by kernel
+GPU compiler for the H200 (`devices`); its optimised program is read kernel by kernel
 (`step_anatomy`): tensor-core FLOPs of each matmul and cuDNN attention call, vector operations and HBM
 bytes of each fusion (slices and in-place updates counted as what they touch), XLA's bitonic sort as
 its passes, loop bodies times their trip counts. A kernel takes the slowest of FLOPs / 989.4 TFLOP/s,
@@ -17,7 +17,7 @@ geometric average. The deterministic-ops slowdown is predicted out of sample (XL
 `xla_gpu_deterministic_ops`). The calibration compiles the recipes with the settings they had when
 measured (AS_MEASURED); levers are config overrides on those, compiled the same way, and "recipe" is
 the recipe as configs/ has it now. Each lever line gives the predicted step time, its tokens/s over the
-measured settings', MFU (training/flops.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
+measured settings', MFU (training/metrics.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
 peak against the H200's 141 GB.
 
 Ends with, one line each:
@@ -41,7 +41,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.config.files import load_config_file  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.training import aot_report, compiled, gpu_targets, step_anatomy  # noqa: E402
+from babylm_jax.training import aot_report, compiled, devices, step_anatomy  # noqa: E402
 from babylm_jax.training.hlo_program import parse_module  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def recipe_config(name: str, overrides: dict) -> RunConfig:
 def compile_variant(name: str, config: RunConfig, gpu: str, options: dict | None = None) -> Compiled:
     """The train step at rows of train.seq_len compiled for `gpu`, read into kernels."""
     start = time.perf_counter()
-    step = aot_report.cuda_step(config, config.train.seq_len, gpu_targets.cuda_device(gpu))
+    step = aot_report.cuda_step(config, config.train.seq_len, devices.cuda_device(gpu))
     executable = step.jitted.lower(*step.args).compile(compiler_options=options or {})
     kernels = step_anatomy.step_kernels(parse_module(executable.as_text()))
     tflop = aot_report.step_tflops(config, step.model, config.train.seq_len)
@@ -151,7 +151,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--top", type=int, default=12, help="largest kernels listed per program")
     parser.add_argument("--out", default="runs/gpu_step_anatomy")
     args = parser.parse_args(argv)
-    gpu, hbm = step_anatomy.GPUS[args.gpu], gpu_targets.memory_bytes(args.gpu)
+    gpu, hbm = step_anatomy.GPUS[args.gpu], devices.memory_bytes(args.gpu)
     os.makedirs(args.out, exist_ok=True)
 
     programs = {name: compile_variant(name, recipe_config(name, AS_MEASURED[name]), args.gpu)

@@ -46,7 +46,7 @@ from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer  # noqa: E402
-from babylm_jax.training import flops  # noqa: E402
+from babylm_jax.training import metrics  # noqa: E402
 
 
 def load_sentences(num_pairs: int) -> list[str]:
@@ -78,7 +78,7 @@ def forward_flops(config: ModelConfig, unit_lengths: list[int], reads: int, caus
     """Useful forward FLOPs: matmuls and attention over real tokens, projection at real reads."""
     d, n = config.d_model, config.num_layers
     head = 2 * d * d if config.has_head_transform else 0
-    per_token = 2 * flops.matmul_params(config) - head  # the head transform runs at reads only
+    per_token = 2 * metrics.matmul_params(config) - head  # the head transform runs at reads only
     lengths = np.asarray(unit_lengths, np.float64)
     context = lengths * (lengths + 1) / 2 if causal else lengths * lengths  # query-key pairs per unit
     attention = 4 * n * d * context.sum()  # QK^T and PV

@@ -12,7 +12,7 @@ whose framing the cache lacks is tokenised first, untimed.
 For each config: the seconds from the start (opening the prepared data: its checksums are read) to
 the first batch, split into opening, building the pipeline (packing layout, eval batches) and the
 first batch; then batches/s over `--batches` batches. The need: training FLOPs per step
-(`training.flops.train_flops_per_token` x batch x row length, at the config's vocabulary, at the
+(`training.metrics.train_flops_per_token` x batch x row length, at the config's vocabulary, at the
 shortest rows of a row-length curriculum and the lowest masking rate: the most steps/s) over 45% of
 the H100's dense bf16 peak (989 TFLOP/s) gives the steps/s an H100 would take. The last
 line per config: `pipeline_over_h100_ratio: N` (goal > 1). With the run's conditions
@@ -30,7 +30,7 @@ from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus import pipeline
 from babylm_jax.corpus import preparation
-from babylm_jax.training import flops
+from babylm_jax.training import metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 H100_BF16_DENSE = 989e12
@@ -58,8 +58,8 @@ def h100_steps_per_s(config, vocab_size: int) -> float:
     model, train = dataclasses.replace(run.model, vocab_size=vocab_size), run.train
     tokens = train.batch_size * train.seq_len
     shortest = min([train.seq_len, *(length for _, length in train.seq_len_curriculum)])
-    share = flops.predicted_share(run, min(train.mask_rate, train.mask_rate_final))
-    step_flops = tokens * flops.train_flops_per_token(model, shortest, flops.causal_share(run), share)
+    share = metrics.predicted_share(run, min(train.mask_rate, train.mask_rate_final))
+    step_flops = tokens * metrics.train_flops_per_token(model, shortest, metrics.causal_share(run), share)
     return MFU * H100_BF16_DENSE / step_flops
 
 

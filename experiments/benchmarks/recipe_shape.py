@@ -5,7 +5,7 @@
 Prints one JSON object: the name, d_model, num_layers, num_heads, d_ff, vocab_size, max_len, mlp
 ("gelu" or "swiglu"), norm, the step's batch (train.batch_size x train.seq_len), the parameter
 count of our causal model of that shape, and its training FLOPs per token by
-`training.flops` (every position predicted, causal attention: an mlm or hybrid recipe
+`training.metrics` (every position predicted, causal attention: an mlm or hybrid recipe
 is counted as the causal LM of its size). torch_reference_throughput.py reads it.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.model.transformer import Transformer, count_params  # noqa: E402
-from babylm_jax.training import flops  # noqa: E402
+from babylm_jax.training import metrics  # noqa: E402
 
 
 def causal_shape(path: str, overrides: list[str]) -> dict:
@@ -36,7 +36,7 @@ def causal_shape(path: str, overrides: list[str]) -> dict:
         "num_heads": model.num_heads, "d_ff": model.d_ff, "vocab_size": model.vocab_size, "max_len": model.max_len,
         "mlp": model.mlp, "norm": model.norm, "batch_size": config.train.batch_size, "seq_len": config.train.seq_len,
         "params": count_params(abstract),
-        "flops_per_token": flops.train_flops_per_token(model, config.train.seq_len, causal_share=1.0, predicted_share=1.0),
+        "flops_per_token": metrics.train_flops_per_token(model, config.train.seq_len, causal_share=1.0, predicted_share=1.0),
     }
 
 

@@ -5,7 +5,7 @@
 
 A speed-up measured as two runs minutes apart on a shared machine says more about the load
 than about the change. Here the revision's `model/layers.py`, `model/objectives.py` and its
-train step (`training/train_step.py`, or `training/trainer.py` before issue 34; read with
+train step (`training/step.py`; `training/train_step.py` or `training/trainer.py` before; read with
 `git show REV:...`) are loaded beside this tree's, each
 config's step is compiled once with each (as `train_throughput.py` builds it), and the two
 are timed interleaved, with the matmul peak probed before each repeat (`conditions.py`);
@@ -37,7 +37,8 @@ from babylm_jax.model import transformer
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # name -> the file at the revision, the first of these it has
 SWAPPED = {"layers": ("babylm_jax/model/layers.py",), "objectives": ("babylm_jax/model/objectives.py",),
-           "train_step": ("babylm_jax/training/step/train_step.py", "babylm_jax/training/trainer.py")}
+           "train_step": ("babylm_jax/training/step.py", "babylm_jax/training/train_step.py",
+                          "babylm_jax/training/step/train_step.py", "babylm_jax/training/trainer.py")}
 # Modules issue 34 moved (name at older revisions -> name in this tree) that a revision's swapped files import.
 MOVED = {
     "babylm_jax.config.train": "babylm_jax.config.training",
@@ -45,10 +46,11 @@ MOVED = {
     **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("jsonl", "text")},
     **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("attention_backends", "families", "vocab")},
     **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("platforms", "progress", "workers")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("curricula", "optim", "sharding", "state")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("preemption", "run", "task_curves")},
-    **{f"babylm_jax.training.{m}": f"babylm_jax.training.{m}" for m in ("checkpoint", "milestones")},
-    "babylm_jax.training.compiled": "babylm_jax.training.compiled",
+    "babylm_jax.training.curricula": "babylm_jax.training.step",
+    "babylm_jax.training.optim": "babylm_jax.training.state",
+    "babylm_jax.training.checkpoint": "babylm_jax.training.checkpoints",
+    "babylm_jax.training.milestones": "babylm_jax.training.checkpoints",
+    "babylm_jax.training.task_curves": "babylm_jax.training.in_run_eval",
 }
 
 
@@ -122,16 +124,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="train_step_vs_revision_") as directory:
         rev = revision_modules(args.rev, directory)
         rev_configs = None if args.same_config else revision_configs(args.rev, directory)
-        tree = {"layers": transformer.layers, "train_step": tt.train_step}
+        tree = {"layers": transformer.layers, "train_step": tt.step_lib}
         pairs = []
         for path in args.configs:
             benches = {}
             for label, modules, configs in (("rev", rev, rev_configs), ("tree", tree, None)):
-                transformer.layers, tt.train_step = modules["layers"], modules["train_step"]
+                transformer.layers, tt.step_lib = modules["layers"], modules["train_step"]
                 config = tt.load_config(config_path(path, configs), overrides)
                 benches[label] = tt.Bench(path, config, config.train.seq_len, seed=0).compile()
                 benches[label].start()
-            transformer.layers, tt.train_step = tree["layers"], tree["train_step"]
+            transformer.layers, tt.step_lib = tree["layers"], tree["train_step"]
             pairs.append((path, benches))
             print(f"{args.rev}: " + benches["rev"].describe())
             print("this tree: " + benches["tree"].describe())

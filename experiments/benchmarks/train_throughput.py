@@ -7,7 +7,7 @@
     python experiments/benchmarks/train_throughput.py --config.model.num_layers=2 --config.train.batch_size=8
 
 For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
-`optim.make_train_optimizer`, `sharding` meshes and shardings, `train_step.make_train_step` jitted
+`state.make_train_optimizer`, `sharding` meshes and shardings, `step.make_train_step` jitted
 with the trainer's shardings and donation), compiles it ahead of time (`Bench.compile`; printing XLA's memory
 analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
 without allocating anything), and times it on random packed batches of the config's shape
@@ -15,7 +15,7 @@ without allocating anything), and times it on random packed batches of the confi
 configs and a large jitted float32 matmul, so a busy machine slows all of them alike; the
 best repeat of each is reported.
 
-FLOPs per token are `training.flops.train_flops_per_token`: multiply-add = 2, training =
+FLOPs per token are `training.metrics.train_flops_per_token`: multiply-add = 2, training =
 3 x forward; forward = 2 x matmul weights + 2 x (MLM head transform + d_model x vocab, the tied
 output projection) at the predicted positions (every one for causal models; the masked ones
 at the config's starting mask rate for mlm, and also the causal rows' for hybrid) + attention
@@ -52,9 +52,8 @@ from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
-from babylm_jax.training import flops, peaks  # noqa: E402
-from babylm_jax.training import optim, sharding, state as state_lib, train_step  # noqa: E402
-from babylm_jax.training.train_step import make_masking  # noqa: E402
+from babylm_jax.training import metrics, peaks, sharding, state as state_lib, step as step_lib  # noqa: E402
+from babylm_jax.training.step import make_masking  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPU_CONFIGS = ("configs/base.py", "configs/base_mlm.py", "configs/base_hybrid.py")
@@ -90,7 +89,7 @@ class Bench:
         self.path, self.config, self.length, self.seed = path, config, length, seed
         model = state_lib.build_model(config.model)
         self.model_config = model.config
-        optimizer = optim.make_train_optimizer(config.train)
+        optimizer = state_lib.make_train_optimizer(config.train)
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))
@@ -103,18 +102,18 @@ class Bench:
         abstract_batch = {k: jax.ShapeDtypeStruct(self.shape, np.int32, sharding=batch_sharding)
                           for k in ("tokens", "segment_ids", "positions")}
         step = jax.jit(
-            train_step.make_train_step(config, model, optimizer, masking, length),
+            step_lib.make_train_step(config, model, optimizer, masking, length),
             in_shardings=(state_shardings, batch_sharding, None),
             out_shardings=(state_shardings, sharding.replicated(self.mesh)),
             donate_argnums=(0,),
         )
-        self.rng = train_step.step_key(config.train)  # of train.rng_impl, as a run takes it
+        self.rng = step_lib.step_key(config.train)  # of train.rng_impl, as a run takes it
         start = time.perf_counter()
         self.lowered = step.lower(abstract_state, abstract_batch, self.rng)
         self.lower_s = time.perf_counter() - start
         self.tokens_per_step = self.shape[0] * self.shape[1]
-        self.flops_per_token = flops.train_flops_per_token(
-            self.model_config, length, flops.causal_share(config), flops.predicted_share(config, config.train.mask_rate))
+        self.flops_per_token = metrics.train_flops_per_token(
+            self.model_config, length, metrics.causal_share(config), metrics.predicted_share(config, config.train.mask_rate))
         self.seconds: list[float] = []
 
     def compile(self) -> "Bench":

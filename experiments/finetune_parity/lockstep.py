@@ -37,7 +37,7 @@ import numpy as np
 
 from babylm_jax.eval.finetune import classifier, clue, example_packing as packing
 from babylm_jax.config.evaluation import default_settings
-from babylm_jax.training.loading import load_for_eval
+from babylm_jax.training.checkpoints import load_for_eval
 
 OFFICIAL_LABELS = {"afqmc": 2, "ocnli": 3, "tnews": 15, "cluewsc2020": 2}  # its pipeline.FINETUNE_SPECS
 

@@ -5,9 +5,9 @@
 Running it again on the same workdir resumes from the latest checkpoint (state and data
 iterator) and continues the same trajectory: the same batches, the same losses bit for bit on a
 CPU or, with train.deterministic, on a GPU. The parts of a run live beside it:
-`run.setup_run` (model, data, mesh, state, checkpointer), `step.train_step` (the jitted steps),
-`metrics.step_logger.StepLogger` (step metrics one step late, tokens/s, MFU),
-`checkpoints.milestones.WordMilestones`, `evaluator.RunEvaluator` (eval loss, and task scores
+`run.setup_run` (model, data, mesh, state, checkpointer), `step` (the jitted steps), compiled
+up front by `compiled.StepPrograms`, `metrics.StepLogger` (step metrics one step late, tokens/s, MFU),
+`checkpoints.WordMilestones`, `in_run_eval.RunEvaluator` (eval loss, and task scores
 at each eval and milestone) and `summary` (the end-of-run summary and outputs).
 """
 from __future__ import annotations
@@ -23,17 +23,15 @@ from babylm_jax.core import platforms
 from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import workdir_lock
+from babylm_jax.training import sharding
+from babylm_jax.training.checkpoints import WordMilestones
 from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, device_arrays
-from babylm_jax.training.milestones import WordMilestones
-from babylm_jax.training.evaluator import RunEvaluator, eval_params
+from babylm_jax.training.in_run_eval import RunEvaluator, eval_params
+from babylm_jax.training.metrics import MetricsWriter, StepLogger
 from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
+from babylm_jax.training.step import seq_len_at, step_key
 from babylm_jax.training.summary import run_summary, write_summary
-from babylm_jax.training.metrics_file import MetricsWriter
-from babylm_jax.training.step_logger import StepLogger
-from babylm_jax.training import sharding
-from babylm_jax.training.curricula import seq_len_at
-from babylm_jax.training.train_step import make_eval_step, make_train_step, step_key
 
 
 def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None = None) -> dict:
@@ -146,7 +144,7 @@ def _evaluate_and_save(run: Run, step: int, last_step: int, logger: StepLogger,
 def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: int) -> StepPrograms:
     """The train step at every curriculum length still ahead and the eval step, compiled now; their
     compile times and memory analyses printed (process 0)."""
-    programs = StepPrograms(run, make_train_step, make_eval_step)
+    programs = StepPrograms(run)
     eval_batches = [sharding.global_batch(device_arrays(b), run.mesh)
                     for b in run.data.eval_batches[: run.config.train.eval_batches]]
     lines = programs.compile_all(sharding.global_batch(device_arrays(first_local), run.mesh), eval_batches,
@@ -155,7 +153,6 @@ def _compile_programs(run: Run, first_local: dict, rng: jax.Array, last_step: in
     if run.is_main:
         print("\n".join(lines), flush=True)
     return programs
-
 
 
 def _show(progress: tqdm, entry: dict | None) -> None:

@@ -1,14 +1,15 @@
-"""The jitted steps: the train step (gradient accumulation, the optimizer update, EMA) and the eval step.
+"""The jitted steps: the train step (gradient accumulation, the optimizer update, EMA), the eval step,
+and the curricula over a run's steps (its row length and masking rate at a step).
 
     step = make_train_step(config, model, optimizer, masking, length)   # (state, batch, rng) -> (state, metrics)
     eval_step = make_eval_step(config, model, masking)                   # (params, batch) -> (loss sum, tokens)
 
-Training (`loop.trainer`), the compile-only reports (`accelerators.aot_report`) and the
+Training (`compiled.StepPrograms`), the compile-only reports (`aot_report`) and the
 benchmarks build their steps here, so each measures the step a run takes.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -19,14 +20,32 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import MeshConfig, TrainConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
+from babylm_jax.model.objectives import Batch, LossSettings, MaskingConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.training import optim, sharding
-from babylm_jax.training.curricula import mask_rate_at
-from babylm_jax.training.state import TrainState
+from babylm_jax.training import sharding
+from babylm_jax.training.state import TrainState, make_schedule
+
+TrainStep = Callable[[TrainState, Batch, jax.Array], tuple[TrainState, dict[str, jax.Array]]]  # (state, batch, rng)
+EvalStep = Callable[[Any, Batch], tuple[jax.Array, jax.Array]]  # (params, batch) -> (summed loss, predicted tokens)
 
 
-def make_masking(data: DataConfig, tokenizer: Any) -> objectives.MaskingConfig:
-    return objectives.MaskingConfig(
+def seq_len_at(train: TrainConfig, step: int) -> int:
+    """Sequence length of the curriculum phase containing `step` (default: train.seq_len)."""
+    length = train.seq_len
+    for start_share, phase_len in train.seq_len_curriculum:
+        if step >= start_share * train.num_steps:
+            length = phase_len
+    return length
+
+
+def mask_rate_at(train: TrainConfig, step: jax.Array) -> jax.Array:
+    """Masking rate, linear from train.mask_rate to train.mask_rate_final over the run."""
+    frac = jnp.clip(step / max(1, train.num_steps - 1), 0.0, 1.0)
+    return train.mask_rate + (train.mask_rate_final - train.mask_rate) * frac
+
+
+def make_masking(data: DataConfig, tokenizer: Any) -> MaskingConfig:
+    return MaskingConfig(
         mask_id=tokenizer.mask_id,
         vocab_size=tokenizer.vocab_size,
         special_ids=tuple(tokenizer.special_ids),
@@ -34,7 +53,7 @@ def make_masking(data: DataConfig, tokenizer: Any) -> objectives.MaskingConfig:
     )
 
 
-def reshape_rows(batch: dict, length: int) -> dict:
+def reshape_rows(batch: Batch, length: int) -> Batch:
     """Splits [B, L] rows into [B * L/length, length] rows (sequence-length curriculum)."""
     out = {}
     for k, v in batch.items():
@@ -63,31 +82,31 @@ def step_platform(platform: str | None = None) -> str:
     return platform or platform_of(jax.default_backend())
 
 
-def make_train_step(config: RunConfig, model: Transformer, optimizer, masking, length: int,
-                    platform: str | None = None, groups: int | None = None,
-                    aux_objective: aux_heads.AuxObjective | None = None):
+def loss_settings(config: RunConfig, masking: MaskingConfig, platform: str | None = None,
+                  groups: int | None = None) -> LossSettings:
+    """The train step's loss settings, for `platform` (loss chunks; default: this backend) and
+    `groups` row groups (default: the mesh's)."""
+    return LossSettings.from_run_config(config, masking, step_platform(platform), groups or row_groups(config.mesh))
+
+
+def make_train_step(config: RunConfig, model: Transformer, optimizer: optax.GradientTransformation,
+                    masking: MaskingConfig, length: int, platform: str | None = None, groups: int | None = None,
+                    aux_objective: aux_heads.AuxObjective | None = None) -> TrainStep:
     """A pure (state, batch, rng) -> (state, metrics) step with gradient accumulation, for
     `platform` (loss chunks; default: this backend) and `groups` row groups (default: the mesh's),
     with the auxiliary heads of `aux_objective` (train.aux_heads)."""
     train = config.train
-    schedule = optim.make_schedule(train)
+    schedule = make_schedule(train)
     accum = train.grad_accum_steps
-    deterministic = config.model.dropout == 0.0
-    groups = groups or row_groups(config.mesh)
-    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk)
+    settings = loss_settings(config, masking, platform, groups)
 
-    def loss_fn(params, micro, rng, step):
-        rows = micro["tokens"].shape[0]
-        return objectives.compute_loss(
-            model, params, micro, rng,
-            mask_rate=mask_rate_at(train, step), max_mask_rate=max(train.mask_rate, train.mask_rate_final),
-            masking=masking, causal_rows=int(round(rows * train.hybrid_causal_share)), z_loss=train.z_loss,
-            deterministic=deterministic, chunk=chunk, logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=groups, summed=accum > 1, aux_objective=aux_objective,
-        )
+    def loss_fn(params: Any, micro: Batch, rng: jax.Array, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+        return objectives.compute_loss(model, params, micro, rng, mask_rate=mask_rate_at(train, step),
+                                       settings=settings, aux_objective=aux_objective)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def step_fn(state: TrainState, batch: dict, rng: jax.Array) -> tuple[TrainState, dict]:
+    def step_fn(state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, dict[str, jax.Array]]:
         batch = reshape_rows(batch, length)
         rng = jax.random.fold_in(rng, state.step)
         if accum == 1:  # no loop: XLA optimises the step as one computation
@@ -135,19 +154,14 @@ def apply_update(state: TrainState, grads: Any, optimizer: optax.GradientTransfo
     return TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
 
 
-def make_eval_step(config: RunConfig, model: Transformer, masking, platform: str | None = None,
-                   groups: int | None = None):
+def make_eval_step(config: RunConfig, model: Transformer, masking: MaskingConfig, platform: str | None = None,
+                   groups: int | None = None) -> EvalStep:
     """(params, batch) -> (summed loss, predicted tokens) with fixed masking randomness."""
-    groups = groups or row_groups(config.mesh)
-    chunk = objectives.loss_chunk(step_platform(platform), config.model.vocab_size, config.train.loss_chunk)
+    settings = loss_settings(config, masking, platform, groups).for_evaluation()
 
-    def eval_step(params, batch):
-        rows = batch["tokens"].shape[0]
-        loss, aux = objectives.compute_loss(
-            model, params, batch, jax.random.key(12345),
-            mask_rate=config.train.mask_rate_final, masking=masking,
-            causal_rows=int(round(rows * config.train.hybrid_causal_share)), chunk=chunk, row_groups=groups,
-        )
+    def eval_step(params: Any, batch: Batch) -> tuple[jax.Array, jax.Array]:
+        loss, aux = objectives.compute_loss(model, params, batch, jax.random.key(12345),
+                                            mask_rate=config.train.mask_rate_final, settings=settings)
         return loss * aux["predicted_tokens"], aux["predicted_tokens"]
 
     return eval_step
