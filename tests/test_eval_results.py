@@ -7,6 +7,7 @@ import pytest
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax import evaluate
+from babylm_jax.core.families import Scoring
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import results
 from babylm_jax.tasks import registry as tasks
@@ -100,7 +101,7 @@ def test_cli_end_to_end_on_a_trained_checkpoint(tmp_path, capsys):
     assert set(official) == {"zhoblimp", "xcomps_zh", "hanzi_structure", "hanzi_pinyin"}
     # Each task's number is what the checkpoint scores on the first 2 pairs of its files.
     loaded = load_for_eval(str(workdir))
-    scorer = scoring.SentenceScorer(loaded.model, loaded.params, "causal", loaded.tokenizer.mask_id)
+    scorer = scoring.SentenceScorer(loaded.model, loaded.params, Scoring.CAUSAL, loaded.tokenizer.mask_id)
     for name, values in official.items():
         spec = tasks.get_task(name)
         pairs = minimal_pairs.read_pairs(spec.find_files(FIXTURES), spec.pair_format, limit=2)
@@ -174,7 +175,7 @@ def test_a_task_added_as_one_registry_entry_is_found_scored_and_reported(tmp_pat
     assert "skipped zhoblimp" in capsys.readouterr().out
     accuracy = json.loads(output.read_text())["fixture_pairs"]["accuracy"]
     loaded = load_for_eval(str(tmp_path / "run"))
-    scorer = scoring.SentenceScorer(loaded.model, loaded.params, "causal", loaded.tokenizer.mask_id)
+    scorer = scoring.SentenceScorer(loaded.model, loaded.params, Scoring.CAUSAL, loaded.tokenizer.mask_id)
     pairs = minimal_pairs.read_pairs([data_dir / "order.jsonl"], "zhoblimp")
     assert accuracy == pytest.approx(minimal_pairs.evaluate_pairs(scorer, loaded.tokenizer, pairs, False)["accuracy"])
     details = json.loads(output.with_name("results_details.json").read_text())

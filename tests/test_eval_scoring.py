@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.families import Scoring, family_spec
 from babylm_jax.core.vocab import BOS_ID as BOS, CLS_ID as CLS, MASK_ID as MASK, SEP_ID as SEP
 from babylm_jax.eval.zero_shot import scoring, unit_packing
 from babylm_jax.config.model import ModelConfig
@@ -54,7 +54,7 @@ def _check_within_word_l2r(model, params, scorer):
     sentences = _sentences("mlm", [4, 6, 3])
     word_ids = [[0, 0, 1, 1], [0, 1, 1, 1, 2, 3], [0, 1, 2]]
     fast = scorer.score(sentences, word_ids)
-    slow = scoring.reference_scores(model, params, sentences, "pll", MASK, word_ids)
+    slow = scoring.reference_scores(model, params, sentences, Scoring.PLL, MASK, word_ids)
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-4)
     # One-token words: identical to plain PLL; multi-token words: different.
     plain = scorer.score(sentences)
@@ -68,15 +68,15 @@ def test_masked_copy_masks_later_tokens_of_the_same_word():
     assert scoring.masked_copy(tokens, 2, MASK, [0, 0, 0, 1]) == [CLS, 10, MASK, MASK, 13, SEP]
 
 
-@pytest.mark.parametrize("family,variant", [("causal", "causal"), ("mlm", "pll")])
+@pytest.mark.parametrize("family,variant", [("causal", Scoring.CAUSAL), ("mlm", Scoring.PLL)])
 def test_packing_places_every_unit_once(family, variant):
     sentences = _sentences(family, [3, 5, 0, 3, 7, 5, 1, 3, 20])
     groups = unit_packing.make_units(sentences, variant, MASK)
-    rows = unit_packing.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant == "causal")
+    rows = unit_packing.pack_units(groups, len(sentences), row_len=16, max_len=64, causal_reads=variant is Scoring.CAUSAL)
     unit_tokens = sum(len(g.arrays()[0]) * m for m, g in groups.items())
     assert sum(r.real_tokens for r in rows) == unit_tokens
     reads = np.concatenate([r.read_sentence.ravel() for r in rows])
-    expected = [len(s) - 1 if variant == "causal" else len(s) - 2 for s in sentences]
+    expected = [len(s) - 1 if variant is Scoring.CAUSAL else len(s) - 2 for s in sentences]
     counts = np.bincount(reads, minlength=len(sentences) + 1)[: len(sentences)]
     np.testing.assert_array_equal(counts, np.maximum(expected, 0))
     assert len({r.tokens.shape[1] for r in rows}) <= 2  # the row length plus one long bucket
@@ -84,7 +84,7 @@ def test_packing_places_every_unit_once(family, variant):
 
 def test_too_long_sentence_is_a_clear_error():
     model, params = _model("causal")
-    scorer = scoring.SentenceScorer(model, params, "causal", MASK, batch_size=8, row_len=16)
+    scorer = scoring.SentenceScorer(model, params, Scoring.CAUSAL, MASK, batch_size=8, row_len=16)
     with pytest.raises(ValueError, match="max_len=64"):
         scorer.score([[BOS] + [9] * 80])
 

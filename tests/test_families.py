@@ -14,10 +14,9 @@ from conftest import tiny_config
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import families
-from babylm_jax.core.families import ENCODER, MASKED_LM, FamilySpec, family_spec
+from babylm_jax.core.families import ENCODER, MASKED_LM, FamilySpec, Scoring, family_spec
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.eval import runner
-from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.hf import hf_config, model_card
 from babylm_jax.model import aux_heads, objectives
@@ -28,10 +27,11 @@ HF_DIR = pathlib.Path(hf_config.__file__).parent
 PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 
 
-def test_each_entry_names_an_objective_a_scoring_and_shipped_classes():
+def test_each_entry_has_its_objective_function_a_scoring_and_shipped_classes():
+    assert list(objectives.OBJECTIVES) == list(families.FAMILY_SPECS)
     for name, spec in families.FAMILY_SPECS.items():
         assert spec.name == name
-        assert spec.objective in objectives.OBJECTIVES and spec.scoring in scoring.VARIANTS
+        assert callable(objectives.OBJECTIVES[name]) and isinstance(spec.scoring, Scoring)
         assert spec.aux_position in ("input", "target")
         modeling = (HF_DIR / spec.hf_modeling_file).read_text()
         assert all(f"class {cls}(" in modeling for _, cls in spec.hf_models)
@@ -41,8 +41,8 @@ def test_the_built_in_entries_keep_each_familys_facts():
     framing = {f: (s.framing.opener_id, s.framing.closer_id) for f, s in families.FAMILY_SPECS.items()}
     assert framing == {"causal": (BOS_ID, EOS_ID), "mlm": (CLS_ID, SEP_ID), "hybrid": (CLS_ID, SEP_ID)}
     facts = {f: (s.scoring, s.official_backend, s.aux_position) for f, s in families.FAMILY_SPECS.items()}
-    assert facts == {"causal": ("causal", "causal", "input"), "mlm": ("pll", "mlm", "target"),
-                     "hybrid": ("mntp", "mntp", "target")}
+    assert facts == {"causal": (Scoring.CAUSAL, "causal", "input"), "mlm": (Scoring.PLL, "mlm", "target"),
+                     "hybrid": (Scoring.MNTP, "mntp", "target")}
     shares = {f: s.causal_share(0.25) for f, s in families.FAMILY_SPECS.items()}
     assert shares == {"causal": 1.0, "mlm": 0.0, "hybrid": 0.25}
     maps = {f: hf_config.hf_config(ModelConfig(family=f, mlp="gelu"), 4, {})["auto_map"] for f in ("mlm", "hybrid")}
@@ -67,7 +67,7 @@ def mask_only_objective(batch, rngs, mask_rate, settings):
     return jnp.where(masked, settings.masking.mask_id, tokens), False, tokens, masked
 
 
-MASK_ONLY = FamilySpec("mask_only", ENCODER, objective="mask_only", scoring="pll", official_backend="mlm",
+MASK_ONLY = FamilySpec("mask_only", ENCODER, scoring=Scoring.PLL, official_backend="mlm",
                        aux_position="target", hf_models=(MASKED_LM,))
 
 
@@ -76,7 +76,7 @@ def mask_only():
     """The fixture family, registered for this module's tests: one registry entry and its objective."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(families.FAMILY_SPECS, MASK_ONLY.name, MASK_ONLY)
-        patch.setitem(objectives.OBJECTIVES, MASK_ONLY.objective, mask_only_objective)
+        patch.setitem(objectives.OBJECTIVES, MASK_ONLY.name, mask_only_objective)
         yield MASK_ONLY
 
 

@@ -28,7 +28,7 @@ def _spy_scorer(family: str, seen: list) -> types.SimpleNamespace:
         seen.extend(inputs)
         return np.zeros(len(inputs))
 
-    variant = {"causal": "causal", "mlm": "pll", "hybrid": "mntp"}[family]
+    variant = family_spec(family).scoring
     config = types.SimpleNamespace(family=family, max_len=64)
     return types.SimpleNamespace(variant=variant, model=types.SimpleNamespace(config=config), score=score)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from babylm_jax.corpus.tokenizer import CharTokenizer
+from babylm_jax.core.families import Scoring
 from babylm_jax.eval.zero_shot import minimal_pairs, scoring
 from babylm_jax.eval import runner
 from babylm_jax.tasks import registry as tasks
@@ -101,7 +102,7 @@ def test_unk_rule_flips_exactly_the_items_with_unk():
     tokenizer = CharTokenizer(characters, byte_fallback=False)
     loaded = _tiny_loaded(tokenizer)
     pairs = _read("hanzi_structure")
-    scorer = scoring.SentenceScorer(loaded.model, loaded.params, "causal", tokenizer.mask_id, batch_size=8, row_len=32)
+    scorer = scoring.SentenceScorer(loaded.model, loaded.params, Scoring.CAUSAL, tokenizer.mask_id, batch_size=8, row_len=32)
     good, bad, has_unk = minimal_pairs.score_pairs(scorer, tokenizer, pairs)
     assert has_unk.tolist() == [True, False, True]
     with_rule = minimal_pairs.evaluate_pairs(scorer, tokenizer, pairs, unk_is_wrong=True)

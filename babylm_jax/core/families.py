@@ -1,25 +1,26 @@
 """Model families (`model.family`), one entry each: every fact that differs between families.
 
     spec = family_spec(config.model.family)   # ValueError naming model.family for an unknown one
-    spec.framing.frame(ids), spec.objective, spec.scoring, spec.official_backend, ...
+    spec.framing.frame(ids), spec.scoring, spec.official_backend, ...
 
-    family   framing                        objective (model.objectives)  scoring  official --backend
-    causal   [bos] text [eos]               next_token                    causal   causal
-    mlm      [cls] text [sep]               masked_token                  pll      mlm
-    hybrid   [cls] text [sep]               masked_next_token             mntp     mntp
+    family   framing                        objective (model.objectives.OBJECTIVES)  scoring  official --backend
+    causal   [bos] text [eos]               next_token_objective                     CAUSAL   causal
+    mlm      [cls] text [sep]               masked_token_objective                   PLL      mlm
+    hybrid   [cls] text [sep]               masked_next_token_objective              MNTP     mntp
 
 A causal family (its framing's `causal`) attends causally, predicts every next token and has
 no head transform (a decoder); the others are encoders that attend bidirectionally, predict
 the masked tokens and carry BERT's head transform. A family with `causal_rows` trains
 `train.hybrid_causal_share` of its rows as causal-LM rows (GPT-BERT).
 
-Adding a family: its `FamilySpec` here, and its objective in `model.objectives.OBJECTIVES`
-unless one there fits; a family whose exported model the shipped `hf/modeling_babylm.py`
+Adding a family: its `FamilySpec` here, and its objective function in `model.objectives.OBJECTIVES`
+under the family's name (one there may serve again); a family whose exported model the shipped `hf/modeling_babylm.py`
 does not describe also names its own modelling file beside it.
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID, Framing
 
@@ -29,14 +30,21 @@ CAUSAL_LM = ("AutoModelForCausalLM", "BabyLMForCausalLM")  # (Auto class, class 
 MASKED_LM = ("AutoModelForMaskedLM", "BabyLMForMaskedLM")
 
 
+class Scoring(enum.Enum):
+    """How a family's model scores a sentence (eval.zero_shot.scoring); the value names it in results."""
+
+    CAUSAL = "causal"  # the sum of next-token log-probs
+    PLL = "pll"  # pseudo-log-likelihood: each token masked in turn, read at its own position
+    MNTP = "mntp"  # as PLL, each masked token read at the position before it (GPT-BERT)
+
+
 @dataclasses.dataclass(frozen=True)
 class FamilySpec:
     """How a family frames text, trains, scores, places its auxiliary heads and exports."""
 
     name: str
     framing: Framing  # training documents, scoring, fMRI rows, fine-tuning rows and the exported tokenizer
-    objective: str  # the training objective: a key of model.objectives.OBJECTIVES
-    scoring: str  # the minimal-pair scoring variant: one of eval.zero_shot.scoring.VARIANTS
+    scoring: Scoring  # how its model scores minimal pairs
     official_backend: str  # the official pipeline's --backend for the exported model
     aux_position: str  # what train.aux_heads.position="auto" means: "input" or "target"
     hf_models: tuple[tuple[str, str], ...]  # (Auto class, modelling class); the first is the architecture
@@ -57,11 +65,11 @@ class FamilySpec:
 
 
 FAMILY_SPECS: dict[str, FamilySpec] = {spec.name: spec for spec in (
-    FamilySpec("causal", DECODER, objective="next_token", scoring="causal", official_backend="causal",
+    FamilySpec("causal", DECODER, scoring=Scoring.CAUSAL, official_backend="causal",
                aux_position="input", hf_models=(CAUSAL_LM,), llama_export=True),
-    FamilySpec("mlm", ENCODER, objective="masked_token", scoring="pll", official_backend="mlm",
+    FamilySpec("mlm", ENCODER, scoring=Scoring.PLL, official_backend="mlm",
                aux_position="target", hf_models=(MASKED_LM,)),
-    FamilySpec("hybrid", ENCODER, objective="masked_next_token", scoring="mntp", official_backend="mntp",
+    FamilySpec("hybrid", ENCODER, scoring=Scoring.MNTP, official_backend="mntp",
                aux_position="target", hf_models=(MASKED_LM, CAUSAL_LM), causal_rows=True),
 )}
 

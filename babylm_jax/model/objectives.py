@@ -4,10 +4,10 @@ A batch is a dict of [B, L] int32 arrays: `tokens`, `segment_ids` (0 = padding) 
 `positions`; optionally `word_starts` (1 where a token begins a jieba word, for whole-word
 masking). Masking happens here, inside jit, from an explicit key.
 
-A model family (`core.families`) names its objective in OBJECTIVES:
-- next_token (causal): the logit at t predicts token t+1 of the same document.
-- masked_token (mlm): bidirectional; the logit at a masked position t predicts the original token t.
-- masked_next_token (hybrid): rows [0, n_causal) are causal-LM rows, the rest are MNTP rows:
+Each model family (`core.families`) has its objective in OBJECTIVES, keyed by the family's name:
+- causal, `next_token_objective`: the logit at t predicts token t+1 of the same document.
+- mlm, `masked_token_objective`: bidirectional; the logit at a masked position t predicts the original token t.
+- hybrid, `masked_next_token_objective`: rows [0, n_causal) are causal-LM rows, the rest are MNTP rows:
   bidirectional over the masked row, and the masked token at t is predicted from position t-1
   (GPT-BERT).
 An objective maps (batch, (mask key, corruption key), mask rate, settings) to (inputs, causal,
@@ -291,7 +291,7 @@ def compute_loss(model: Transformer, params: Any, batch: Batch, rng: jax.Array, 
         raise ValueError(f"model family {spec.name!r} needs a MaskingConfig")
     tokens, segment_ids, positions = batch["tokens"], batch["segment_ids"], batch["positions"]
     mask_rng, corrupt_rng, dropout_rng = jax.random.split(rng, 3)
-    inputs, causal, targets, weights = OBJECTIVES[spec.objective](batch, (mask_rng, corrupt_rng), mask_rate, settings)
+    inputs, causal, targets, weights = OBJECTIVES[spec.name](batch, (mask_rng, corrupt_rng), mask_rate, settings)
     hidden_BxLxD, _ = model.apply(
         params, inputs, segment_ids, positions, causal, deterministic=settings.deterministic,
         rngs={"dropout": dropout_rng}, method="encode",
@@ -354,10 +354,10 @@ def masked_next_token_objective(batch: Batch, rngs: Rngs, mask_rate: jax.Array |
 
 
 Objective = Callable[[Batch, Rngs, jax.Array | float, LossSettings], ObjectiveOutput]
-OBJECTIVES: dict[str, Objective] = {  # FamilySpec.objective -> the objective
-    "next_token": next_token_objective,
-    "masked_token": masked_token_objective,
-    "masked_next_token": masked_next_token_objective,
+OBJECTIVES: dict[str, Objective] = {  # a key of core.families.FAMILY_SPECS -> the family's objective
+    "causal": next_token_objective,
+    "mlm": masked_token_objective,
+    "hybrid": masked_next_token_objective,
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.families import Scoring, family_spec
 from babylm_jax.core.jsonl import read_jsonl
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokenizer import Tokenizer
@@ -136,7 +136,7 @@ def score_pairs(
             raise ValueError(f"{pair.source or 'a minimal pair'}: the {which} sentence needs {len(x)} tokens, more "
                              f"than the model's max_len={max_len}; shorten it or drop the pair")
     word_ids = None
-    if within_word_l2r and scorer.variant != "causal":
+    if within_word_l2r and scorer.variant is not Scoring.CAUSAL:
         word_ids = [word_ids_for(tokenizer, t, len(x)) for t, x in zip(texts, ids)]
     scores = scorer.score(inputs, word_ids, progress=progress)
     unk = tokenizer.unk_id

@@ -22,18 +22,15 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm import tqdm
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.families import Scoring, family_spec
 from babylm_jax.eval.zero_shot.unit_packing import Rows, batch_sizes, make_units, next_pow2, pack_units, pad_rows
 from babylm_jax.model.loaded import Params
 from babylm_jax.model.transformer import Transformer
 
-VARIANTS = ("causal", "pll", "mntp")  # a family's `scoring` (core.families)
-
-
 def scoring_name(family: str, within_word_l2r: bool = False) -> str:
     """How results name the scoring of a family's model, e.g. "causal", "pll_within_word_l2r"."""
     variant = family_spec(family).scoring
-    return variant + ("_within_word_l2r" if within_word_l2r and variant != "causal" else "")
+    return variant.value + ("_within_word_l2r" if within_word_l2r and variant is not Scoring.CAUSAL else "")
 
 
 def masked_copy(tokens: Sequence[int], i: int, mask_id: int, word_ids: Sequence[int] | None) -> list[int]:
@@ -78,7 +75,7 @@ def read_logprobs(
 class SentenceScorer:
     """Scores sentences with one model; compiled shapes are reused across calls (tasks).
 
-        scorer = SentenceScorer(model, params, "causal", mask_id=4)
+        scorer = SentenceScorer(model, params, Scoring.CAUSAL, mask_id=4)
         scores = scorer.score([[2, 17, 40], [2, 9]])  # float64 [2], sums of log-probs
     """
 
@@ -86,19 +83,20 @@ class SentenceScorer:
         self,
         model: Transformer,
         params: Params,
-        variant: str,
+        variant: Scoring,
         mask_id: int,
         batch_size: int = 64,
         row_len: int = 128,
         devices: Sequence[jax.Device] | None = None,
     ) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown scoring variant {variant!r}; use one of {VARIANTS}")
+        if not isinstance(variant, Scoring):
+            members = ", ".join(member.name for member in Scoring)
+            raise ValueError(f"unknown scoring variant {variant!r}; use a member of Scoring ({members})")
         self.model, self.variant, self.mask_id = model, variant, mask_id
         self.batch_size, self.row_len = batch_size, min(row_len, model.config.max_len)
         self.mesh = Mesh(np.asarray(list(devices or jax.local_devices())), ("data",))
         self.set_params(params)
-        causal = variant == "causal"
+        causal = variant is Scoring.CAUSAL
         self._read = jax.jit(lambda p, b: read_logprobs(model, p, b, causal))
         self.last_real_tokens = 0
         self.last_padded_tokens = 0
@@ -123,13 +121,14 @@ class SentenceScorer:
         later tokens of the masked token's word are masked too (within_word_l2r). `progress`:
         a bar of that name counts the batches as they finish (all are dispatched first).
         """
-        if word_ids is not None and self.variant == "causal":
+        if word_ids is not None and self.variant is Scoring.CAUSAL:
             raise ValueError("within_word_l2r applies to masked/hybrid (pll/mntp) scoring only")
         num = len(sentences)
         groups = make_units(sentences, self.variant, self.mask_id, word_ids)
         if not groups:
             return np.zeros(num)
-        all_rows = pack_units(groups, num, self.row_len, self.model.config.max_len, self.variant == "causal")
+        causal_reads = self.variant is Scoring.CAUSAL
+        all_rows = pack_units(groups, num, self.row_len, self.model.config.max_len, causal_reads)
         parts, ids = [], []
         self.last_real_tokens = self.last_padded_tokens = self.last_reads = 0
         for rows in all_rows:
@@ -157,7 +156,7 @@ def _reference_log_probs(model: Transformer, params: Params, tokens_L: jax.Array
 
 
 def reference_scores(
-    model: Transformer, params: Params, sentences: Sequence[Sequence[int]], variant: str, mask_id: int,
+    model: Transformer, params: Params, sentences: Sequence[Sequence[int]], variant: Scoring, mask_id: int,
     word_ids: Sequence[Sequence[int]] | None = None,
 ) -> list[float]:
     """The slow, obvious definition: one sentence (or masked copy) at a time, full logits, Python sum.
@@ -175,13 +174,13 @@ def reference_scores(
     scores = []
     for s, tokens in enumerate(sentences):
         total = 0.0
-        if variant == "causal":
+        if variant is Scoring.CAUSAL:
             logp = log_probs(tokens)
             for t in range(1, len(tokens)):
                 total += float(logp[t - 1, tokens[t]])
         else:
             for i in range(1, len(tokens) - 1):
                 logp = log_probs(masked_copy(tokens, i, mask_id, None if word_ids is None else word_ids[s]))
-                total += float(logp[i - 1 if variant == "mntp" else i, tokens[i]])
+                total += float(logp[i - 1 if variant is Scoring.MNTP else i, tokens[i]])
         scores.append(total)
     return scores

@@ -6,7 +6,7 @@ Sentences come framed as their family trains (`core.families`; `Framing.scoring_
   With `within_word_l2r`, the later tokens of the same word are masked too (Kauf & Ivanova 2023).
 - mntp (hybrid, GPT-BERT): as pll, but the masked token at i is read at position i-1.
 
-    groups = make_units(sentences, "causal", mask_id)         # units grouped by length
+    groups = make_units(sentences, Scoring.CAUSAL, mask_id)         # units grouped by length
     rows = pack_units(groups, len(sentences), 128, 512, True)  # [N, R] inputs and [N, K] reads per shape
 """
 from __future__ import annotations
@@ -16,6 +16,8 @@ import dataclasses
 from typing import NamedTuple, Sequence, TypeVar
 
 import numpy as np
+
+from babylm_jax.core.families import Scoring
 
 
 class _UnitArrays(NamedTuple):
@@ -48,7 +50,7 @@ class _Units:
 
 
 def make_units(
-    sentences: Sequence[Sequence[int]], variant: str, mask_id: int, word_ids: Sequence[Sequence[int]] | None = None
+    sentences: Sequence[Sequence[int]], variant: Scoring, mask_id: int, word_ids: Sequence[Sequence[int]] | None = None
 ) -> dict[int, _Units]:
     """Units grouped by length. `sentences` are model inputs (`Framing.scoring_input`)."""
     groups: dict[int, _Units] = collections.defaultdict(_Units)
@@ -58,7 +60,7 @@ def make_units(
     for m, index in by_length.items():
         tokens_Sxm = np.asarray([sentences[s] for s in index], dtype=np.int32).reshape(len(index), m)
         sentence_S = np.asarray(index, dtype=np.int32)
-        if variant == "causal":
+        if variant is Scoring.CAUSAL:
             if m < 2:
                 continue
             offsets = np.broadcast_to(np.arange(m - 1, dtype=np.int32), (len(index), m - 1))
@@ -77,7 +79,7 @@ def make_units(
             later_or_self_nxn = positions_n[None, :] >= positions_n[:, None]
             masked_Sxnxn = same_word_Sxnxn & later_or_self_nxn
             copies_SxnXm[:, :, 1:-1] = np.where(masked_Sxnxn, mask_id, copies_SxnXm[:, :, 1:-1])
-        read = positions_n - 1 if variant == "mntp" else positions_n
+        read = positions_n - 1 if variant is Scoring.MNTP else positions_n
         groups[m].add(
             copies_SxnXm.reshape(-1, m),
             np.tile(read, len(index))[:, None].astype(np.int32),
