@@ -38,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
     config.data.tokenizer.kind = "bpe"  # base.py's default is "char" (see above)
     config.data.tokenizer.training_sentences = 2_000_000
-    # Hanzi track (README "Hanzi facts"): spend a share of the budget on generated character facts and
+    # Hanzi track (docs/hanzi.md): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
     #   python -m babylm_jax.tools.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
     #   config.data.paths = ("data/hanzi_facts",); config.data.tokenizer.required_characters = "corpus_cjk"

@@ -11,8 +11,8 @@
 The same model and objective as configs/hybrid_100m.py. `jax.distributed.initialize()`
 finds the coordinator itself on TPU pods (leave distributed.coordinator_address empty); each
 process reads its own share of every batch. Process 0 prepares the data and pushes it to the
-bucket; the other hosts fetch it (sha256-checked) and never read the corpus (README, "Workdirs
-in a bucket"). Parameters, LAMB moments and EMA are sharded
+bucket; the other hosts fetch it (sha256-checked) and never read the corpus (docs/accelerators.md,
+"Workdirs in a bucket"). Parameters, LAMB moments and EMA are sharded
 over groups of 4 chips (`mesh.fsdp = 4`, one TPU host) along the embedding axis, and the
 batch over all chips. Global batch 1,024 x 512 = 524,288 tokens per step; 2,500 steps ~
 10 epochs (~1.3B tokens); LAMB is made for large batches, so the peak rate stays 1e-2 with

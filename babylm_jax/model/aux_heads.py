@@ -7,7 +7,7 @@
 
 One linear layer per head on the final hidden states. `train.aux_heads.position`:
 "auto" is the model family's (`core.families`): "input" for causal models (measured better in
-the issue-26 study, experiments/README.md) and "target" for mlm and hybrid (the masked
+the hanzi study's auxiliary-heads arms, experiments/README.md) and "target" for mlm and hybrid (the masked
 position; not measured); "target" predicts the labels of the token the language-model loss
 predicts there (the next token for causal rows, the masked token at its own position for mlm
 and at the position before it for hybrid MNTP rows); "input" predicts each position's own

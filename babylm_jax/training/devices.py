@@ -23,7 +23,7 @@ from babylm_jax.training.state import build_model
 
 
 INSTALL = {"cuda": 'pip install -e ".[cuda12]"', "tpu": 'pip install -e ".[tpu]"'}
-# What determinism costs and what its absence allows on a GPU, as measured (README, "Exact where").
+# What determinism costs and what its absence allows on a GPU, as measured (docs/accelerators.md, "Bit-exact where").
 DETERMINISTIC_COST = "measured -22% tokens/s for causal_14m on an H200"
 NONDETERMINISTIC_DRIFT = "two fresh runs of causal_14m on an H200 differed by up to 0.0127 in loss by step 100"
 # Under deterministic ops a scatter-add becomes a sort of every element (experiments/benchmarks/gpu_step_anatomy.py).

@@ -34,11 +34,9 @@ DEVICE_PEAK_FLOPS = {
 }
 
 # Idle peaks measured by hand where no cache exists yet (2048^2 float32 probe, nothing else
-# running). Hosts of this project report the same model name ("AMD EPYC") on different
-# microarchitectures, so the key carries the CPU family and model: Zen 4 (family 25 model 17,
-# AVX-512 on 256-bit units, 32 f32 FLOP a cycle a core) measured 206-213 GFLOP/s on 2 vCPUs at
-# load 0.04 (2026-12-01); the 479 GFLOP/s quoted in issue 17 for "this machine" is twice that,
-# what 2 cores with full 512-bit units (Zen 5) give, so it was another host kind.
+# running; the measurements: experiments/README.md, its opening on the machine kind). Hosts report
+# the same model name ("AMD EPYC") on different microarchitectures, so the key carries the CPU
+# family and model: Zen 4 (family 25 model 17, AVX-512 on 256-bit units, 32 f32 FLOP a cycle a core).
 KNOWN_IDLE_PEAKS = {"AMD EPYC (family 25 model 17) | 2 cores | cpu | f32 2048^2": 209e9}
 PROBE_N = 2048  # the matmul size the idle peaks are keyed by
 
