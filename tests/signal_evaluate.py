@@ -2,7 +2,7 @@
 
     python signal_evaluate.py SIGNAL RUNNER EVALUATE_ARGS...
 
-(tests/test_command_signals.py). RUNNER is a `runner.RUNNERS` key ("minimal_pairs", "finetune").
+(tests/test_command_signals.py). RUNNER names a `TaskRunner` member by its value ("minimal_pairs", "finetune").
 """
 import os
 import signal
@@ -10,10 +10,12 @@ import sys
 
 from babylm_jax import evaluate
 from babylm_jax.eval import runner
+from babylm_jax.tasks.registry import TaskRunner
 
 
 def main() -> None:
-    signal_name, at_runner, *args = sys.argv[1:]
+    signal_name, runner_name, *args = sys.argv[1:]
+    at_runner = TaskRunner(runner_name)
     real = runner.RUNNERS[at_runner]
 
     def signalled(*task_args):
