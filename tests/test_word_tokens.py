@@ -24,6 +24,7 @@ from babylm_jax.training import checkpoints, loop
 TESTS = pathlib.Path(__file__).parent
 PAIRS = TESTS / "fixtures" / "minimal_pairs"
 CLUE = TESTS / "fixtures" / "clue"
+HF_WORDS_FILE = TESTS.parent / "babylm_jax" / "hf" / "tokenization_babylm_words.py"
 
 
 def _words_config(corpus_dir, family="causal"):
@@ -113,3 +114,40 @@ def test_the_export_reloads_in_transformers_with_our_ids(trained, tmp_path):
                  for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
                  for k in ("sentence_good", "sentence_bad") if k in json.loads(line)]
     assert sentences and all(hf(s)["input_ids"] == framing.frame(ours.encode(s)) for s in sentences)
+    for sentence in sentences:  # the official causal scorer asks for offsets
+        _assert_spans_rebuild(hf, sentence, hf(text=sentence, return_offsets_mapping=True)["offset_mapping"])
+
+
+def _assert_spans_rebuild(hf, text, offsets):
+    """Framing (0, 0) at both ends; each word piece spans its own text, each character's byte pieces that
+    character; the spans, in order, are the text."""
+    tokens = hf.convert_ids_to_tokens(hf(text)["input_ids"])
+    assert len(offsets) == len(tokens) and offsets[0] == offsets[-1] == (0, 0)
+    for token, (start, end) in zip(tokens[1:-1], offsets[1:-1]):
+        assert end - start == 1 if token.startswith("<0x") else text[start:end] == token, (token, start, end)
+    distinct = [span for i, span in enumerate(offsets[1:-1]) if i == 0 or span != offsets[i]]
+    assert "".join(text[start:end] for start, end in distinct) == text
+
+
+def test_the_exported_tokenizer_gives_offsets_as_a_fast_tokenizer_does(tmp_path):
+    """The official pipeline's causal minimal-pair scorer calls the tokenizer with return_offsets_mapping=True
+    (a slow tokenizer of transformers has none): spans of word pieces, byte pieces, special pieces written in
+    the text, a padded batch and a pair."""
+    pytest.importorskip("transformers")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tokenization_babylm_words", HF_WORDS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    special = ["<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]"]
+    pieces = special + [f"<0x{b:02X}>" for b in range(256)] + ["我们", "去", "公园", "公", "园", "散步", "吧", " "]
+    (tmp_path / "vocab.json").write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
+    hf = module.BabyLMWordTokenizer(str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>",
+                                    bos_token="<s>", eos_token="</s>", mask_token="[MASK]")
+    for text in ("我们去公园散步吧", "他说：我们去 公园吧！", "<s>我们[MASK]公园"):
+        _assert_spans_rebuild(hf, text, hf(text=text, return_offsets_mapping=True)["offset_mapping"])
+    assert hf("他去", return_offsets_mapping=True)["offset_mapping"] == [(0, 0), (0, 1), (0, 1), (0, 1), (1, 2), (0, 0)]
+    batch = hf(["我们去公园", "去"], return_offsets_mapping=True, padding=True)
+    assert batch["offset_mapping"] == [[(0, 0), (0, 2), (2, 3), (3, 5), (0, 0)], [(0, 0), (0, 1), (0, 0), (0, 0), (0, 0)]]
+    assert hf("我们", "去公园", return_offsets_mapping=True)["offset_mapping"] == [(0, 0), (0, 2), (0, 0), (0, 1),
+                                                                                    (1, 3), (0, 0)]

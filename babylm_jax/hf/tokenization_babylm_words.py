@@ -7,8 +7,10 @@ one token, any other word is cut from the left into the longest pieces the vocab
 single characters; a character without an id becomes its UTF-8 byte pieces (`<0xE9>`; byte fallback)
 or `<unk>`. Pieces never cross a word boundary. A text is framed as the model's family trains
 (`opener text closer`, pairs `opener a closer b closer`). Special pieces written in the text ("<s>",
-"[MASK]") are read as special tokens. Needs jieba, not torch. This file stands alone: it imports
-nothing of babylm_jax.
+"[MASK]") are read as special tokens. `return_offsets_mapping=True` gives each token's (start, end)
+in its text, as a fast tokenizer does ((0, 0) for the framing and padding; a character's byte pieces
+all span that character): the official pipeline's minimal-pair scorer asks for them. Needs jieba, not
+torch. This file stands alone: it imports nothing of babylm_jax.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import logging
 import os
 from typing import Optional
 
-from transformers import PreTrainedTokenizer
+from transformers import BatchEncoding, PreTrainedTokenizer
 
 JIEBA_VERSION = "0.42.1"  # the segmentation the model trained with (the challenge's word count)
 VOCAB_FILE = "vocab.json"  # every piece, in id order
@@ -68,6 +70,58 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
     def get_vocab(self) -> dict[str, int]:
         return {**self._ids, **self.added_tokens_encoder}
 
+    def __call__(self, text=None, text_pair=None, *args, return_offsets_mapping: bool = False,
+                 return_tensors=None, **kwargs) -> BatchEncoding:
+        """As PreTrainedTokenizer's, and with `return_offsets_mapping` each token's span in its text."""
+        encoding = super().__call__(text, text_pair, *args, return_tensors=None if return_offsets_mapping else
+                                    return_tensors, **kwargs)
+        if not return_offsets_mapping:
+            return encoding
+        if kwargs.get("is_split_into_words") or kwargs.get("truncation") not in (None, False, "do_not_truncate"):
+            raise NotImplementedError("BabyLMWordTokenizer gives offsets for whole, untruncated texts only")
+        batched = not isinstance(text, str)
+        texts, pairs = ([text], [text_pair]) if not batched else (list(text), list(text_pair or [None] * len(text)))
+        ids = encoding["input_ids"] if batched else [encoding["input_ids"]]
+        offsets = [self._framed_offsets(a, b, len(row)) for a, b, row in zip(texts, pairs, ids)]
+        encoding["offset_mapping"] = offsets if batched else offsets[0]
+        return BatchEncoding(encoding.data, tensor_type=return_tensors)
+
+    def _framed_offsets(self, text: str, pair: Optional[str], length: int) -> list[tuple[int, int]]:
+        """The spans of a framed (and perhaps padded to `length`) text or pair: (0, 0) for what is not text."""
+        spans = [(0, 0), *self.token_offsets(text), (0, 0)]
+        if pair is not None:
+            spans += [*self.token_offsets(pair), (0, 0)]
+        padding = [(0, 0)] * (length - len(spans))
+        return padding + spans if self.padding_side == "left" else spans + padding
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) in `text` of each token of `tokenize(text)`; a byte piece spans its whole character."""
+        tokens, spans, cursor, i = self.tokenize(text), [], 0, 0
+        while i < len(tokens):
+            if self.byte_fallback and _is_byte_piece(tokens[i]):
+                j = i
+                while j < len(tokens) and _is_byte_piece(tokens[j]):
+                    j += 1
+                group = bytes(int(t[3:5], 16) for t in tokens[i:j])
+                k = 0
+                while k < len(group):  # one character's bytes at a time (its UTF-8 lead byte says how many)
+                    n = min(_utf8_length(group[k]), len(group) - k)
+                    start = text.find(group[k:k + n].decode("utf-8", errors="replace"), cursor)
+                    start = cursor if start < 0 else start
+                    cursor = start + 1
+                    spans += [(start, cursor)] * n
+                    k += n
+                i = j
+                continue
+            surface = text[cursor:cursor + 1] if tokens[i] == self.unk_token else tokens[i]
+            start = text.find(surface, cursor)
+            if start < 0:
+                raise ValueError(f"BabyLMWordTokenizer: token {tokens[i]!r} not found in {text!r} after {cursor}")
+            cursor = start + len(surface)
+            spans.append((start, cursor))
+            i += 1
+        return spans
+
     def _tokenize(self, text: str, **kwargs) -> list[str]:
         pieces: list[str] = []
         for word in self._jieba.cut(text):
@@ -100,7 +154,7 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         out, pending = [], bytearray()
         for token in tokens:
-            if self.byte_fallback and len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            if self.byte_fallback and _is_byte_piece(token):
                 pending.append(int(token[3:5], 16))
                 continue
             if pending:
@@ -132,3 +186,13 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self._pieces, f, ensure_ascii=False)
         return (path,)
+
+
+def _is_byte_piece(token: str) -> bool:
+    """Whether `token` is a byte-fallback piece such as "<0xE9>"."""
+    return len(token) == 6 and token.startswith("<0x") and token.endswith(">")
+
+
+def _utf8_length(lead: int) -> int:
+    """The bytes of the UTF-8 character that starts with byte `lead` (1 for a stray continuation byte)."""
+    return 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC0 else 1
