@@ -10,7 +10,8 @@ generator command above: 806,982 jieba words, 2,377 paragraphs), in front of the
 documents of the builtin corpus (the facts replace its last documents, so the run has the 2.69M
 words of base.py's corpus), every corpus hanzi an id of its own, and heads for syllable (weight
 0.3), tone, initial, final and radical (0.1 each) at each token's own position
-(train.aux_heads.position="auto" for a causal model). The heads are training-only: the exported
+(train.aux_heads.position="auto" for a causal model); characters as tokens (6,000 ids), as the
+study measured it, not base.py's jieba words. The heads are training-only: the exported
 model and every score path are those of a run without them.
 """
 import pathlib
@@ -27,7 +28,8 @@ def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus, config.data.paths = "runs/hanzi_facts", ("builtin",)  # facts first, then builtin
     config.data.max_documents = FACTS_DOCUMENTS + BUILTIN_DOCUMENTS
-    config.data.tokenizer.required_characters = "corpus_cjk"
+    config.data.tokenizer.update(kind="char", required_characters="corpus_cjk")  # the arm's characters
+    config.model.vocab_size = 6000
     config.train.num_steps = 1200
     config.train.aux_heads.update(syllable=0.3, tone=0.1, initial=0.1, final=0.1, radical=0.1)
     return config

@@ -12,10 +12,12 @@ text (.txt with one document per blank-line block, .jsonl/.parquet with a `text`
 
 The official baselines' model, Pythia-14M: its depth, heads, 4x FFN ratio, GELU and LayerNorm,
 with tied embeddings, so its 14M parameters go to d 256 and a 32,768-piece BPE vocabulary (13.1M;
-Pythia's own body: --config.model.d_model=128 --config.model.d_ff=512). BPE, not base.py's "char":
-the CPU study found them tied, so the vocabulary stays the one the size is set by (characters:
---config.data.tokenizer.kind=char --config.data.tokenizer.required_characters=corpus_cjk, with a
-model.vocab_size that holds the corpus' distinct hanzi). Pythia-14M's learning rate 1e-3 (wider
+Pythia's own body: --config.model.d_model=128 --config.model.d_ff=512). BPE, not base.py's jieba
+words: at the CPU scale both beat characters and scored within each other's seed spread
+(experiments/README.md, "Words as tokens"), so the vocabulary stays the one the size is set by
+(words: --config.data.tokenizer.kind=words; characters: --config.data.tokenizer.kind=char
+--config.data.tokenizer.required_characters=corpus_cjk, with a model.vocab_size that holds the
+corpus' distinct hanzi). Pythia-14M's learning rate 1e-3 (wider
 models want lower rates than the CPU study's 3e-3), 6% warmup, 17,000 steps of 128 x 512 tokens
 ~ 10 epochs of ~110M tokens (num_steps = epochs x tokens / 65,536). Why, with the CPU study's
 lessons: experiments/README.md, "Recipes that learn".
@@ -36,7 +38,7 @@ from babylm_jax.config.files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
-    config.data.tokenizer.kind = "bpe"  # base.py's default is "char" (see above)
+    config.data.tokenizer.kind = "bpe"  # not base.py's jieba words (see above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track (docs/hanzi.md): spend a share of the budget on generated character facts and
     # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.

@@ -9,7 +9,7 @@
 `data.corpus` is the official corpus as downloaded above, or your own text (see
 configs/causal_14m.py). The English BabyLM 2024 winner's recipe: 12 layers, d 768, 12 heads, FFN
 2560 (gated; SwiGLU here), LayerNorm, tied 16,384-piece BPE vocabulary (112M parameters; BPE,
-not base.py's "char", as in configs/causal_14m.py); LAMB lr 1e-2, weight decay 0.1, EMA 0.999
+not base.py's jieba words, as in configs/causal_14m.py); LAMB lr 1e-2, weight decay 0.1, EMA 0.999
 (used for evaluation and export), dropout 0.1; 1 row in 16 trained causally, the rest with MNTP;
 masking rate 0.3 -> 0.15; rows of 128 tokens for the first 70% of steps, 256 until 90%, then 512
 (a 512-token row is split into shorter rows, so tokens per step stay 256 x 512 = 131,072); one
@@ -36,7 +36,7 @@ from babylm_jax.config.files import load_config_file
 def get_config() -> ml_collections.ConfigDict:
     config = load_config_file(pathlib.Path(__file__).with_name("base.py"))
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
-    config.data.tokenizer.kind = "bpe"  # base.py's default is "char" (see above)
+    config.data.tokenizer.kind = "bpe"  # not base.py's jieba words (see above)
     config.data.tokenizer.training_sentences = 2_000_000
     # Hanzi track: character facts and auxiliary heads as in configs/causal_14m.py.
 

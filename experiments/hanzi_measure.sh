@@ -6,8 +6,8 @@
 #
 # Environment: CONFIG (default configs/base.py), OUT (default /work/runs/hanzi), BABYLM_DATA_DIR
 # (default ../shared/data), EVAL_LIMIT (smoke runs: first N pairs per task), CHARS (facts about the N most frequent hanzi; the probe uses the top
-# 1000), SHARE (share of the total words that are facts), SEED. Both runs use
-# data.tokenizer.required_characters=corpus_cjk. The facts run keeps the first builtin documents
+# 1000), SHARE (share of the total words that are facts), SEED. Both runs use characters as tokens
+# (6,000 ids, as measured) with data.tokenizer.required_characters=corpus_cjk. The facts run keeps the first builtin documents
 # that fit beside the facts (data.corpus = facts, data.paths = builtin, data.max_documents).
 # Writes $NOFACTS (default $OUT/nofacts) and $OUT/facts (runs with eval/results.json, leakage.json,
 # unk_audit.json), $OUT/facts_corpus/ and
@@ -21,7 +21,8 @@ CHARS=${CHARS:-1000}
 SHARE=${SHARE:-0.3}
 SEED=${SEED:-0}
 NOFACTS=${NOFACTS:-$OUT/nofacts}  # share one run without facts between settings
-COMMON=(--config.data.tokenizer.required_characters=corpus_cjk "$@")
+COMMON=(--config.data.tokenizer.kind=char --config.model.vocab_size=6000
+        --config.data.tokenizer.required_characters=corpus_cjk "$@")
 mkdir -p "$OUT/eval_data"
 ln -sfn "$(realpath "$DATA/zhoblimp")" "$OUT/eval_data/zhoblimp"
 for task in hanzi_structure hanzi_pinyin; do

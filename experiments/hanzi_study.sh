@@ -7,8 +7,8 @@
 # Environment: ARM (row name, also the workdir $OUT/$ARM), SHARE (share of the total words that
 # are facts; 0 = no facts), SEED (train.seed), FACTS_SEED (generator seed, default 0), STEPS
 # (default 1200), CHARS (facts about the N most frequent hanzi, default 1000), OUT (default
-# /work/runs/hanzi26), BABYLM_DATA_DIR. Every arm uses data.tokenizer.required_characters=corpus_cjk
-# (flags given later win) and base.py otherwise. A facts arm keeps the first builtin documents that
+# /work/runs/hanzi26), BABYLM_DATA_DIR. Every arm uses characters as tokens (6,000 ids, as the study
+# ran) with data.tokenizer.required_characters=corpus_cjk (flags given later win) and base.py otherwise. A facts arm keeps the first builtin documents that
 # fit beside the facts, so every arm has the no-facts arm's word count ($OUT/nofacts must exist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,8 @@ CHARS=${CHARS:-1000}
 OUT=${OUT:-/work/runs/hanzi26}
 DATA=${BABYLM_DATA_DIR:-../shared/data}
 RUN="$OUT/$ARM"
-FLAGS=(--config.data.tokenizer.required_characters=corpus_cjk --config.train.num_steps="$STEPS"
+FLAGS=(--config.data.tokenizer.kind=char --config.model.vocab_size=6000
+       --config.data.tokenizer.required_characters=corpus_cjk --config.train.num_steps="$STEPS"
        --config.train.seed="$SEED" --config.train.eval_tasks= "$@")
 mkdir -p "$OUT/eval_data"
 ln -sfn "$(realpath "$DATA/zhoblimp")" "$OUT/eval_data/zhoblimp"

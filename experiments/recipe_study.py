@@ -29,10 +29,11 @@ from babylm_jax.training import metrics
 BASE = "configs/base.py"
 MLM = "configs/base_mlm.py"
 HYBRID = "configs/base_hybrid.py"
-# Tokenizers named in every row, so a row's command means the same whatever base.py's default.
-CHAR = {"data.tokenizer.kind": "char", "data.tokenizer.byte_fallback": True}
-BPE = {"data.tokenizer.kind": "bpe"}
-UNIGRAM = {"data.tokenizer.kind": "unigram"}
+# Tokenizers and their 6,000 ids named in every row, so a row's command means the same whatever
+# base.py's default (its jieba words and 8,000 ids came after this study).
+CHAR = {"data.tokenizer.kind": "char", "data.tokenizer.byte_fallback": True, "model.vocab_size": 6000}
+BPE = {"data.tokenizer.kind": "bpe", "model.vocab_size": 6000}
+UNIGRAM = {"data.tokenizer.kind": "unigram", "model.vocab_size": 6000}
 
 # name -> (config file, overrides). Budget per row: --max_tflop (100 by default).
 ROWS: dict[str, tuple[str, dict]] = {

@@ -5,7 +5,8 @@
     python experiments/word_tokens_study.py --max_tflop 0.5 --limit 40 --out /tmp/smoke   # a smoke run
 
 Each cell is an arm (a tokenizer and vocabulary size) and a seed, trained from `--config` (base.py:
-the default's model and 99 TFLOP) with the number of steps that spends `--max_tflop` (FLOPs per token
+the default's model) with the number of steps that spends `--max_tflop` (STUDY_TFLOP: the 99.4 TFLOP
+of the characters default the study was run against; FLOPs per token
 grow with the vocabulary, so a larger vocabulary trains fewer steps), then scored on the full ZhoBLiMP
 and the hanzi probe (experiments/hanzi_probe: the hanzi_structure and hanzi_pinyin stand-ins that
 configs/base_hanzi.py is measured on, with the hanzi UNK rule). Train and evaluate run as subprocesses,
@@ -47,6 +48,7 @@ ARMS: dict[str, dict] = {
     "words12k": {"data.tokenizer.kind": "words", "data.tokenizer.byte_fallback": True, "model.vocab_size": 12000},
 }
 DEFAULT_ARMS = "char,bpe6k,words8k,words12k"
+STUDY_TFLOP = 99.4151  # every cell's compute: 4,800 steps of base.py's model over 6,000 character ids
 
 
 def cell_overrides(config_file: str, arm: str, seed: int, max_tflop: float) -> tuple[dict, float]:
@@ -203,7 +205,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--config", default="configs/base.py")
     parser.add_argument("--max_tflop", type=float, default=None,
-                        help="training compute of every cell (default: what --config itself trains, 99.4 for base.py)")
+                        help=f"training compute of every cell (default: {STUDY_TFLOP}, the characters default's)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("runs/word_tokens"))
     parser.add_argument("--data_dir", default=os.environ.get("BABYLM_DATA_DIR", "../shared/data"))
     parser.add_argument("--limit", type=int, default=0, help="smoke runs only: the first N pairs of each task")
@@ -217,7 +219,7 @@ def main() -> None:
         raise SystemExit(f"--arms: unknown arm(s) {unknown}; known: {', '.join(ARMS)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
     if args.max_tflop is None:
-        args.max_tflop = planned_tflop(resolved_config(args.config, {})) * (1 + 1e-9)
+        args.max_tflop = STUDY_TFLOP
     if args.list:
         for arm in arms:
             overrides, tflop = cell_overrides(args.config, arm, 0, args.max_tflop)

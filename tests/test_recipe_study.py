@@ -10,7 +10,7 @@ def study():
 
 def test_every_row_names_its_tokenizer_and_fits_the_budget(study):
     for name, (config_file, overrides) in study.ROWS.items():
-        assert overrides.get("data.tokenizer.kind") in ("char", "bpe", "unigram"), name
+        assert overrides.get("data.tokenizer.kind") in ("char", "bpe", "unigram") and "model.vocab_size" in overrides, name
         assert name.split("_")[0] in ("char", "bpe6k", "bpe3k", "unigram6k", "mlm", "hybrid"), name
         config = study.resolved_config(config_file, overrides)
         assert 0 < study.planned_tflop(config) <= 100, name

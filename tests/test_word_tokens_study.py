@@ -10,7 +10,9 @@ def study():
 
 
 def test_every_arm_spends_the_defaults_compute_and_no_more(study):
-    budget = study.planned_tflop(study.resolved_config("configs/base.py", {}))
+    budget = study.STUDY_TFLOP
+    assert budget == pytest.approx(study.planned_tflop(study.resolved_config(
+        "configs/base.py", {**study.ARMS["char"], "train.num_steps": 4800})), rel=1e-6)  # the characters default's
     steps = {}
     for arm in study.ARMS:
         overrides, tflop = study.cell_overrides("configs/base.py", arm, 1, budget * (1 + 1e-9))
