@@ -281,10 +281,14 @@ def test_the_export_states_the_norm_epsilon_of_both_norms():
     assert layers.RMSNorm.eps == layers.LayerNorm.eps == hf_config.NORM_EPS
 
 
-def test_model_defaults_are_configs_base_values_and_bad_keys_are_named():
+def test_model_defaults_are_the_default_config_and_bad_keys_are_named():
     import configs.base
 
-    assert ModelConfig() == ModelConfig.from_config(configs.base.get_config().model)
+    from babylm_jax.config.schema import default_config
+
+    assert ModelConfig() == ModelConfig.from_config(default_config().model)
+    base = ModelConfig.from_config(configs.base.get_config().model)
+    assert base == dataclasses.replace(ModelConfig(), vocab_size=8000)  # base.py sets only the vocabulary
     with pytest.raises(ValueError, match=r"unknown config key\(s\) model.d_modle"):
         ModelConfig.from_config({"d_modle": 64})
     with pytest.raises(ValueError, match=r"config key model.num_layers: 2.0 is not of type int"):
