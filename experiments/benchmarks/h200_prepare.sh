@@ -36,14 +36,16 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 # checks the sha256 of every corpus file against what prepare recorded, so the corpus travels
 # (5 MB gzipped), under a path relative to the repository root, the working directory there.
 mkdir -p "$ROOT/corpus"
+# Written under a temporary name, then renamed: a write that fails leaves no file the check takes.
 [ -f "$ROOT/corpus/builtin.jsonl.gz" ] || python - "$ROOT/corpus/builtin.jsonl.gz" <<'EOF'
-import gzip, json, sys
+import gzip, json, os, sys
 from babylm_jax.corpus import builtin
-with gzip.open(sys.argv[1], "wt", encoding="utf-8") as f:
+with gzip.open(sys.argv[1] + ".tmp", "wt", encoding="utf-8") as f:
     for path in builtin.builtin_files():
         for _, text in builtin.iter_builtin_file(path):
             if text.strip():
                 f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 EOF
 if [ ! -f "$ROOT/workdir/data/prepared.json" ]; then
   python -m babylm_jax.prepare --config configs/causal_14m.py --workdir "$ROOT/workdir" \

@@ -11,7 +11,9 @@
 #
 # and give the machine back unless you rerun at once. Dry run on this CPU (tiny sizes, JAX on the
 # CPU, the image's packages stood in for as h200_check.sh does; PyTorch from $TORCH_PY, default
-# /work/torch-venv/bin/python, else parts c and e say "skipped: no torch"):
+# /work/torch-venv/bin/python, a venv holding what the image has for parts c and e: torch,
+# transformers, and the official code's imports aiohttp, pillow, scipy, scikit-learn, tqdm; without
+# one, parts c and e say "skipped: no torch"):
 #
 #   H200_SPEED_DRY=1 bash experiments/benchmarks/h200_speed.sh      # ~8-15 minutes on 2 busy cores
 #
@@ -26,9 +28,8 @@
 #     dropout 0 (hybrid). Baselines first. Tokens/s, MFU against 989 TFLOP/s, XLA's memory.
 #   d moved: the carried prepared causal_14m workdir AND its corpus copied to new paths (cp -r: fresh
 #     mtimes), 100 steps of train there: whether it counted the corpus again ("count words" lines),
-#     tokens/s. Its final checkpoint is part c's model (while train still keys the counted corpus by
-#     absolute path and mtime, it recounts, and without jieba on the device it cannot finish: part c
-#     then exports a 20-step run of the carried workdir with the corpus where it was carried).
+#     tokens/s. Its final checkpoint is part c's model (should part d leave none, part c exports a
+#     20-step run of the carried workdir with the corpus where it was carried).
 #   c pipelines: part d's run exported (babylm_jax.export); on the same export and the same files
 #     (every 4th ZhoBLiMP paradigm; the afqmc subset of h200_speed_prepare.sh, 2 epochs), the official
 #     pipeline's own scorer and trainer (official_pipeline_timing.py: pairs/s; training and evaluation
@@ -167,7 +168,7 @@ rm -rf "$DATA" "$WORK/export" "$WORK/official_out" "$WORK/ours_eval"
 mkdir -p "$DATA/full_eval/zhoblimp" "$DATA/full_eval/clue" "$WORK/export"
 EVERY=4; [ "$DRY" = 1 ] && EVERY=40  # ZhoBLiMP paradigms: every 4th (~8,900 pairs); dry: 3
 ls "$CARRY/data/zhoblimp/ZhoBLiMP/"*.jsonl | sort | awk -v every=$EVERY 'NR % every == 1' | while read -r f; do ln -s "$f" "$DATA/full_eval/zhoblimp/"; done
-cp "$CARRY"/data/full_eval/clue/afqmc.*.jsonl "$DATA/full_eval/clue/"
+cp "$CARRY"/afqmc_subset/afqmc.*.jsonl "$DATA/full_eval/clue/"
 [ "$DRY" = 1 ] && for f in "$DATA"/full_eval/clue/afqmc.*.jsonl; do head -n 96 "$f" > "$f.tmp" && mv "$f.tmp" "$f"; done
 cat > "$WORK/protocol.yaml" <<EOF
 # the official format (configs/config.yaml at 2c8a2d9): what both sides of part c fine-tune with

@@ -9,7 +9,7 @@
 #   .h200/official_stubs/    wandb.py and datasets.py: two modules that code imports at its top but
 #                            never calls on these paths (W&B logging is off; ZhoBLiMP has no images),
 #                            and that the device image lacks; what they name raises if it is ever called
-#   .h200/data/full_eval/clue/afqmc.{train,valid}.jsonl   a fixed subset of afqmc in the official
+#   .h200/afqmc_subset/afqmc.{train,valid}.jsonl   a fixed subset of afqmc in the official
 #                            prepared shape (experiments/finetune_parity/make_data.py's afqmc_rows):
 #                            every 8th training example (4,292) and every 4th dev one (1,079)
 #
@@ -50,8 +50,10 @@ def __getattr__(name):
 EOF
 done
 
-mkdir -p "$ROOT/data/full_eval/clue"
-python - "$DATA_DIR/afqmc" "$ROOT/data/full_eval/clue" <<'EOF'
+# Apart from data/: a full_eval/ there would make it the official layout, where h200_check.sh's
+# evaluate finds no zhoblimp/.
+rm -rf "$ROOT/data/full_eval" && mkdir -p "$ROOT/afqmc_subset"
+python - "$DATA_DIR/afqmc" "$ROOT/afqmc_subset" <<'EOF'
 import json, pathlib, sys
 sys.path.insert(0, "experiments/finetune_parity")
 from make_data import afqmc_rows
