@@ -225,3 +225,28 @@ def test_a_signal_sent_three_times_during_a_compile_ends_the_command_at_once():
     assert result.returncode == 130, result.stderr[-2000:]
     assert "compiled" not in result.stdout and "Segmentation fault" not in result.stderr
     assert "SIGINT received 3 times: ending now, in the XLA compile under way" in result.stderr
+
+
+def test_a_stop_that_finds_jax_code_is_not_swallowed_by_its_bare_except():
+    """A stop raised inside JAX's own code can land in one of its `try: ... except:` clauses (core.is_constant_dim
+    runs `operator.index` under one, as every trace does), which swallows it: the command went on and exited 0.
+    The stop waits for JAX's code to return, then ends the command."""
+    script = ("import os, signal, time\n"
+              "from jax._src import core\n"
+              "from babylm_jax.config import cli\n"
+              "class Dim:\n"
+              "    def __index__(self):\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        for _ in range(100_000):  # the handler runs here, under JAX's bare except\n"
+              "            pass\n"
+              "        raise TypeError('not a dimension')\n"
+              "def main(argv):\n"
+              "    core.is_constant_dim(Dim())\n"
+              "    time.sleep(30)\n"
+              "    print('went on')\n"
+              "cli.Command('demo', 'a command in JAX code').run(main)\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, (result.stdout + result.stderr)[-2000:]
+    assert "went on" not in result.stdout and time.monotonic() - started < 25
+    assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"

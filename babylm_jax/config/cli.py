@@ -138,6 +138,7 @@ def stop_behind(error: BaseException) -> "Stopped | None":
 
 
 _XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
+_JAX_CODE = os.sep + os.path.join("jax", "_src") + os.sep  # JAX's own code: bare `except:` there would swallow a stop
 _IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
 COMPILE = "the XLA compile under way"
 SAFE_POLL_S = 0.005  # how soon a held stop follows the compile or import it waited for
@@ -146,14 +147,17 @@ INSISTING = 3  # the same signal this many times during a wait: the process ends
 
 def unsafe_to_stop(frame: Any) -> str | None:
     """What `frame` (where a signal found the main thread) or a caller is in the middle of, when an exception
-    raised there would do harm: an XLA compile (COMPILE) or an import; None when a stop may be raised."""
+    raised there would do harm: an XLA compile (COMPILE), an import, or other JAX code (whose bare `except:`
+    clauses would swallow the stop, and the command go on); None when a stop may be raised."""
+    files = []
     while frame is not None:
-        if frame.f_code.co_filename.endswith(_XLA_COMPILER):
-            return COMPILE
-        if frame.f_code.co_filename.startswith(_IMPORT_MACHINERY):
-            return "the import under way"
+        files.append(frame.f_code.co_filename)
         frame = frame.f_back
-    return None
+    if any(name.endswith(_XLA_COMPILER) for name in files):
+        return COMPILE
+    if any(name.startswith(_IMPORT_MACHINERY) for name in files):
+        return "the import under way"
+    return "JAX's code under way" if any(_JAX_CODE in name for name in files) else None
 
 
 def stop_when_safe(signum: int, frame: Any, message: str) -> None:
