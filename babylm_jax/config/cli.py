@@ -38,6 +38,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from babylm_jax.config.files import ConfigFileError, load_config_file
+from babylm_jax.core import platforms
 
 EXIT_USER_ERROR = 2
 
@@ -114,12 +115,11 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
-    except RuntimeError as error:
-        if "Unable to initialize backend" not in str(error) or "JAX_PLATFORMS" not in os.environ \
-                or os.environ.get("BABYLM_TRACEBACK"):
+    except (RuntimeError, AssertionError) as error:
+        line = platforms.backend_error(error)  # a JAX_PLATFORMS naming a backend this host cannot start
+        if line is None or os.environ.get("BABYLM_TRACEBACK"):
             raise
-        fail(command, f"environment variable JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: {error}; unset "
-                      "it (JAX then uses the backends this host has) or name one it has, e.g. cpu")
+        fail(command, line)
     except Stopped as stopped:
         close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
