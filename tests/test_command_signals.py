@@ -250,3 +250,34 @@ def test_a_stop_that_finds_jax_code_is_not_swallowed_by_its_bare_except():
     assert result.returncode == 130, (result.stdout + result.stderr)[-2000:]
     assert "went on" not in result.stdout and time.monotonic() - started < 25
     assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"
+
+
+@pytest.mark.parametrize("signal_name,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_while_a_command_imports_is_one_line(signal_name, status):
+    """`python -m babylm_jax.evaluate` imports for a second or more before its handlers are set: a SIGINT then
+    was a KeyboardInterrupt traceback (or, landing in a garbage-collection callback, ignored: the evaluation
+    went on and exited 0), a SIGTERM an exit without a word. Here the package is imported as runpy imports it
+    for `-m babylm_jax.evaluate` (argv[0] "-m"), and the signal comes before the command's module is."""
+    script = ("import sys\n"
+              "sys.argv[:] = ['-m']\n"
+              "sys.orig_argv[:] = [sys.executable, '-m', 'babylm_jax.evaluate', '--workdir=run']\n"
+              "import babylm_jax\n"
+              "import os, signal, time\n"
+              f"os.kill(os.getpid(), signal.{signal_name})\n"
+              "time.sleep(30)\n"
+              "print('went on')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == status, result.stderr[-2000:]
+    assert result.stdout == (f"evaluate: stopped by {signal_name} while it started; nothing was done; run the same "
+                             "command to start again\n")
+    assert "Traceback" not in result.stderr
+
+
+def test_importing_the_package_as_a_library_sets_no_signal_handler():
+    script = ("import signal\n"
+              "before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)\n"
+              "import babylm_jax\n"
+              "assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
