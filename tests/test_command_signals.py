@@ -281,3 +281,27 @@ def test_importing_the_package_as_a_library_sets_no_signal_handler():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
 
+
+def test_a_stop_raised_in_a_callback_whose_errors_python_ignores_is_sent_again():
+    """A stop that lands in a weakref or garbage-collection callback is "Exception ignored" by Python: the
+    evaluation went on and exited 0 (seen in a stop during the first compile of a zero-shot evaluation)."""
+    script = ("import os, signal, time, weakref\n"
+              "from babylm_jax.config import cli\n"
+              "class Thing:\n"
+              "    pass\n"
+              "def callback(ref):\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    for _ in range(100_000):  # the handler runs here, where Python ignores exceptions\n"
+              "        pass\n"
+              "def main(argv):\n"
+              "    thing = Thing()\n"
+              "    ref = weakref.ref(thing, callback)\n"
+              "    del thing\n"
+              "    time.sleep(30)\n"
+              "    print('went on')\n"
+              "cli.Command('demo', 'a command with a weakref callback').run(main)\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, (result.stdout + result.stderr)[-2000:]
+    assert "went on" not in result.stdout and time.monotonic() - started < 25
+    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr
