@@ -45,9 +45,9 @@ def export(run: str | pathlib.Path, output: pathlib.Path, step: int | None = Non
     writes the export; errors name the file or flag at fault."""
     from babylm_jax.hf import writer
 
-    if not remote.is_remote(run) and not pathlib.Path(run).is_dir():
+    if not remote.is_remote(run) and not pathlib.Path(run).exists():
         raise FileNotFoundError(f"--workdir {run} does not exist")
-    place = remote.readable_run(run, rundir.READ_BY_EVALUATION)
+    place = remote.readable_run(run, rundir.READ_BY_EVALUATION)  # a file there is named as one
     workdir = pathlib.Path(place.local)
     output = outputs.check_output_path(output, "--output", run=workdir, inside_run="hf")
     outputs.check_writable(output.parent, "--output")  # the export is built beside it, then renamed

@@ -225,3 +225,83 @@ def test_a_signal_sent_three_times_during_a_compile_ends_the_command_at_once():
     assert result.returncode == 130, result.stderr[-2000:]
     assert "compiled" not in result.stdout and "Segmentation fault" not in result.stderr
     assert "SIGINT received 3 times: ending now, in the XLA compile under way" in result.stderr
+
+
+def test_a_stop_that_finds_jax_code_is_not_swallowed_by_its_bare_except():
+    """A stop raised inside JAX's own code can land in one of its `try: ... except:` clauses (core.is_constant_dim
+    runs `operator.index` under one, as every trace does), which swallows it: the command went on and exited 0.
+    The stop waits for JAX's code to return, then ends the command."""
+    script = ("import os, signal, time\n"
+              "from jax._src import core\n"
+              "from babylm_jax.config import cli\n"
+              "class Dim:\n"
+              "    def __index__(self):\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        for _ in range(100_000):  # the handler runs here, under JAX's bare except\n"
+              "            pass\n"
+              "        raise TypeError('not a dimension')\n"
+              "def main(argv):\n"
+              "    core.is_constant_dim(Dim())\n"
+              "    time.sleep(30)\n"
+              "    print('went on')\n"
+              "cli.Command('demo', 'a command in JAX code').run(main)\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, (result.stdout + result.stderr)[-2000:]
+    assert "went on" not in result.stdout and time.monotonic() - started < 25
+    assert result.stdout == "demo: stopped by SIGINT; nothing half-written is kept; run the same command to start again\n"
+
+
+@pytest.mark.parametrize("signal_name,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_while_a_command_imports_is_one_line(signal_name, status):
+    """`python -m babylm_jax.evaluate` imports for a second or more before its handlers are set: a SIGINT then
+    was a KeyboardInterrupt traceback (or, landing in a garbage-collection callback, ignored: the evaluation
+    went on and exited 0), a SIGTERM an exit without a word. Here the package is imported as runpy imports it
+    for `-m babylm_jax.evaluate` (argv[0] "-m"), and the signal comes before the command's module is."""
+    script = ("import sys\n"
+              "sys.argv[:] = ['-m']\n"
+              "sys.orig_argv[:] = [sys.executable, '-m', 'babylm_jax.evaluate', '--workdir=run']\n"
+              "import babylm_jax\n"
+              "import os, signal, time\n"
+              f"os.kill(os.getpid(), signal.{signal_name})\n"
+              "time.sleep(30)\n"
+              "print('went on')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == status, result.stderr[-2000:]
+    assert result.stdout == (f"evaluate: stopped by {signal_name} while it started; nothing was done; run the same "
+                             "command to start again\n")
+    assert "Traceback" not in result.stderr
+
+
+def test_importing_the_package_as_a_library_sets_no_signal_handler():
+    script = ("import signal\n"
+              "before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)\n"
+              "import babylm_jax\n"
+              "assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_stop_raised_in_a_callback_whose_errors_python_ignores_is_sent_again():
+    """A stop that lands in a weakref or garbage-collection callback is "Exception ignored" by Python: the
+    evaluation went on and exited 0 (seen in a stop during the first compile of a zero-shot evaluation)."""
+    script = ("import os, signal, time, weakref\n"
+              "from babylm_jax.config import cli\n"
+              "class Thing:\n"
+              "    pass\n"
+              "def callback(ref):\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    for _ in range(100_000):  # the handler runs here, where Python ignores exceptions\n"
+              "        pass\n"
+              "def main(argv):\n"
+              "    thing = Thing()\n"
+              "    ref = weakref.ref(thing, callback)\n"
+              "    del thing\n"
+              "    time.sleep(30)\n"
+              "    print('went on')\n"
+              "cli.Command('demo', 'a command with a weakref callback').run(main)\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, (result.stdout + result.stderr)[-2000:]
+    assert "went on" not in result.stdout and time.monotonic() - started < 25
+    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr

@@ -185,3 +185,36 @@ def test_what_a_corpus_folder_walk_leaves_out_or_follows_is_said_once(tmp_path, 
         "skipped 2 links to folders, not followed (name such a folder in data.paths to read it); e.g. self -> .",
         "followed 1 links to files, read as the files they point to; e.g. alias.txt -> good.txt",
     ])
+
+
+def test_a_utf8_byte_order_mark_is_read_as_the_encodings_and_said(tmp_path, caplog):
+    """A file saved as UTF-8 with a BOM (utf-8-sig) gave its first document an invisible U+FEFF, trained on and
+    given an id of its own without a word; a .jsonl's first line was malformed JSON."""
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf" + "好的\n".encode())
+    (tmp_path / "b.jsonl").write_bytes(b"\xef\xbb\xbf" + '{"text": "有"}\n'.encode())
+    caplog.set_level("WARNING")
+    assert _documents(_data_config(corpus=str(tmp_path))) == ["好的", "有"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / name}: read without the UTF-8 byte-order mark it starts with (U+FEFF, not text)"
+        for name in ("a.txt", "b.jsonl")]
+
+
+def test_a_corpus_file_name_that_is_not_utf8_is_refused_before_any_reading(tmp_path):
+    """Such a name failed only after every word was counted, as "'utf-8' codec can't encode character '\\udcff'"."""
+    (tmp_path / "good.txt").write_text("好\n", encoding="utf-8")
+    (tmp_path / "bad\udcffname.txt").write_text("坏\n", encoding="utf-8")
+    with pytest.raises(corpus.CorpusError, match=r"corpus file b'.*bad\\xffname.txt' \(under data.corpus / data.paths "
+                                                 r".*\) has a name that is not UTF-8; rename it"):
+        corpus.list_sources(_data_config(corpus=str(tmp_path)))
+
+
+def test_a_corpus_file_gone_after_the_listing_is_named_with_a_way_on(tmp_path):
+    """A file removed while prepare ran was "[Errno 2] No such file or directory: ..." alone."""
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("好\n", encoding="utf-8")
+    config = _data_config(corpus=str(tmp_path))
+    sources = corpus.list_sources(config)
+    (tmp_path / "b.txt").unlink()
+    with pytest.raises(corpus.CorpusError, match=rf"corpus file {tmp_path / 'b.txt'} is gone \(removed or renamed "
+                                                 r"after the corpus was listed\); restore it, or run the same command"):
+        list(corpus.iter_raw_documents(sources, config))

@@ -131,3 +131,19 @@ def test_the_train_line_on_determinism_says_where_and_the_cost(monkeypatch):
         config.train.deterministic = deterministic
         monkeypatch.setattr(jax, "default_backend", lambda: platform)
         assert describe_determinism(RunConfig.from_config(config)).startswith(expected)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is not None, reason="the CUDA plugin is installed")
+def test_jax_platforms_naming_a_backend_with_no_plugin_here_is_one_line():
+    """JAX_PLATFORMS=cuda without the CUDA plugin: JAX's xla_bridge fails an assert; it was its traceback, exit 1."""
+    script = ("import jax\n"
+              "from babylm_jax.config import cli\n"
+              "cli.Command('demo', 'a command on the devices').run(lambda argv: print(jax.devices()))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "JAX_PLATFORMS": "cuda"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "demo: error: environment variable JAX_PLATFORMS='cuda': JAX found none of these backends here (no plugin "
+        "installed for them, or no device); unset it (JAX then uses the backends this host has) or name one it has, "
+        "e.g. cpu")
+    assert "Traceback" not in result.stderr

@@ -171,11 +171,27 @@ def test_a_held_workdir_is_refused_naming_the_holder(tmp_path):
         assert (tmp_path / ".lock").read_text() == f"prepare pid {os.getpid()}\n"
 
 
-def test_a_workdir_that_cannot_be_written_is_named(tmp_path):
+@pytest.mark.parametrize("workdir", ["file", "file/run"])
+def test_a_workdir_that_is_or_lies_in_a_file_is_named(tmp_path, workdir):
+    """It was "cannot write in workdir ...: File exists" (or "Not a directory"), not why."""
     (tmp_path / "file").write_text("x")
-    with pytest.raises(WorkdirError, match=r"cannot write in workdir .*file/run.*writable --workdir"):
-        with workdir_lock(tmp_path / "file" / "run", "train"):
+    with pytest.raises(WorkdirError, match=rf"--workdir .*{workdir}: .*/file is a file, not a folder; give a folder's"):
+        with workdir_lock(tmp_path / workdir, "train"):
             pass
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_evaluate_and_export_name_a_workdir_that_is_a_file(tmp_path, capsys):
+    """evaluate blamed --output ("is not a writable folder; choose another --output"), export said "does not exist"."""
+    from babylm_jax import export
+
+    (tmp_path / "file").write_text("x")
+    expected = f"--workdir {tmp_path / 'file'} is a file, not a run's folder; give the --workdir train wrote"
+    assert user_error(capsys, evaluate, ["evaluate", f"--workdir={tmp_path / 'file'}", f"--data_dir={tmp_path}",
+                                         "--tasks=zhoblimp"]) == f"evaluate: error: {expected}"
+    assert user_error(capsys, export, ["export", f"--workdir={tmp_path / 'file'}",
+                                       f"--output={tmp_path / 'hf'}"]) == f"export: error: {expected}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_a_second_train_on_a_held_workdir_stops_at_once(tiny_corpus_dir, tmp_path):

@@ -80,3 +80,20 @@ def test_eval_tasks_must_be_minimal_pair_tasks(tiny_corpus_dir):
     config.train.eval_tasks = "zhoblimp,afqmc"
     with pytest.raises(ValueError, match="train.eval_tasks: 'afqmc'"):
         in_run_eval.TaskCurves.from_config(RunConfig.from_config(config).train, None, None, None)
+
+
+@pytest.mark.parametrize("by_env", [True, False])
+def test_a_task_data_directory_without_the_tasks_is_named_with_its_source_before_any_work(
+        tiny_corpus_dir, tmp_path, monkeypatch, by_env):
+    """BABYLM_DATA_DIR (or train.eval_data_dir) pointing nowhere failed after the data was prepared, as
+    "task zhoblimp: directory .../zhoblimp does not exist" alone, naming neither where the path came from nor a way on."""
+    config = tiny_config(tiny_corpus_dir)
+    config.train.eval_tasks = "zhoblimp"
+    monkeypatch.setenv("BABYLM_DATA_DIR", str(tmp_path / "nowhere"))
+    if not by_env:
+        config.train.eval_data_dir = str(tmp_path / "nowhere")
+    source = "environment variable BABYLM_DATA_DIR" if by_env else "config key train.eval_data_dir"
+    with pytest.raises(FileNotFoundError, match=rf"zhoblimp does not exist \({source}='.*nowhere'\); point it at the "
+                                                r"task data, or train without task curves: --config.train.eval_tasks=''"):
+        loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

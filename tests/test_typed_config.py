@@ -96,6 +96,20 @@ def test_a_bad_schedule_optimizer_or_tokenizer_is_one_line_naming_the_key(capsys
     assert not workdir.exists()  # refused before the workdir is made
 
 
+@pytest.mark.parametrize("override, message", [
+    ("--config.model.num_heads=0", "config key model.num_heads=0: must be >= 1"),  # was a ZeroDivisionError
+    ("--config.model.d_model=-64", "config key model.d_model=-64: must be >= 1"),
+    ("--config.model.d_ff=0", "config key model.d_ff=0: must be >= 1"),  # was refused by orbax only after training
+    ("--config.model.vocab_size=-5", "config key model.vocab_size=-5: must be >= 1"),
+    ("--config.model.dropout=1.5", "config key model.dropout=1.5: must be in [0, 1)"),  # was trained with
+])
+def test_a_model_size_or_rate_out_of_range_is_one_line_naming_the_key(capsys, tmp_path, override, message):
+    workdir = tmp_path / "run"
+    line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={workdir}", override])
+    assert line == f"train: error: {message}"
+    assert not workdir.exists()
+
+
 def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path):
     config = RunConfig.from_config(tiny_config(tiny_corpus_dir))
     run_config.write_run_config(str(tmp_path), config)

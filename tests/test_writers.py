@@ -256,3 +256,17 @@ def test_log_to_run_without_writers_is_refused_before_loading(capsys, tmp_path):
                                          "--config.log_to_run=True"])
     assert "train.writers=('jsonl',)" in line and "no TensorBoard folder or W&B run" in line
     assert not (tmp_path / "run" / "eval").exists()
+
+
+@pytest.mark.parametrize("value, ours", [("disabled", "disabled"), ("dryrun", "offline")])
+def test_a_wandb_mode_environment_variable_the_config_overrides_is_named(capsys, tmp_path, monkeypatch, value, ours):
+    """wandb.init(mode=train.wandb.mode) ignores WANDB_MODE: WANDB_MODE=disabled with the default online mode
+    went online, or failed on a missing API key without a word of WANDB_MODE."""
+    monkeypatch.setenv("WANDB_MODE", value)
+    argv = ["train", "--config=configs/base.py", f"--workdir={tmp_path / 'run'}", "--config.train.writers=('wandb',)",
+            "--config.data.max_documents=50"]
+    line = user_error(capsys, train, argv)
+    assert line == (f"train: error: environment variable WANDB_MODE={value!r} differs from config key train.wandb.mode="
+                    f"'online', which chooses the mode (W&B would not use WANDB_MODE): unset it, or set "
+                    f"--config.train.wandb.mode={ours}")
+    assert not (tmp_path / "run").exists()

@@ -29,8 +29,6 @@ import os
 import re
 import signal
 import sys
-import threading
-import time
 from typing import Any, Callable, NoReturn, Sequence
 
 import tqdm
@@ -38,6 +36,9 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from babylm_jax.config.files import ConfigFileError, load_config_file
+from babylm_jax.config.stops import (COMPILE, INSISTING, STOP_SIGNALS, Stopped, stop_behind,  # noqa: F401
+                                     stop_exit_status, stop_on_signals, stop_when_safe, unsafe_to_stop)
+from babylm_jax.core import platforms
 
 EXIT_USER_ERROR = 2
 
@@ -72,34 +73,6 @@ def close_progress_bars() -> None:
         bar.close()
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def stop_exit_status(signum: int) -> int:
-    """128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as shells report a command a
-    signal ended: `train && evaluate` does not go on after a stopped train."""
-    return 128 + int(signum)
-
-
-class Stopped(BaseException):
-    """A command stopped by SIGTERM or SIGINT; the message says what is kept and how to go on.
-
-    A BaseException, like KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
-    """
-
-    def __init__(self, signum: int, message: str):
-        super().__init__(message)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        return stop_exit_status(self.signum)
-
-    @property
-    def signal_name(self) -> str:
-        return signal.Signals(self.signum).name
-
-
 def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)`, with any user error turned into one line and exit status 2, and a
     stop by SIGTERM or SIGINT into one line and exit status 128 + the signal's number (143, 130)."""
@@ -114,95 +87,15 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, str(error) or type(error).__name__)
-    except RuntimeError as error:
-        if "Unable to initialize backend" not in str(error) or "JAX_PLATFORMS" not in os.environ \
-                or os.environ.get("BABYLM_TRACEBACK"):
+    except (RuntimeError, AssertionError) as error:
+        line = platforms.backend_error(error)  # a JAX_PLATFORMS naming a backend this host cannot start
+        if line is None or os.environ.get("BABYLM_TRACEBACK"):
             raise
-        fail(command, f"environment variable JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: {error}; unset "
-                      "it (JAX then uses the backends this host has) or name one it has, e.g. cpu")
+        fail(command, line)
     except Stopped as stopped:
         close_progress_bars()
         print(f"{command}: {stopped}", flush=True)
         sys.exit(stopped.exit_status)
-
-
-def stop_behind(error: BaseException) -> "Stopped | None":
-    """The Stopped that `error` was raised from or during, if any (its __cause__ and __context__ chain)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, Stopped):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
-_XLA_COMPILER = os.path.join("jax", "_src", "compiler.py")  # the module whose calls wait on XLA's compiler
-_IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # the frames of an import under way
-COMPILE = "the XLA compile under way"
-SAFE_POLL_S = 0.005  # how soon a held stop follows the compile or import it waited for
-INSISTING = 3  # the same signal this many times during a wait: the process ends at once
-
-
-def unsafe_to_stop(frame: Any) -> str | None:
-    """What `frame` (where a signal found the main thread) or a caller is in the middle of, when an exception
-    raised there would do harm: an XLA compile (COMPILE) or an import; None when a stop may be raised."""
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(_XLA_COMPILER):
-            return COMPILE
-        if frame.f_code.co_filename.startswith(_IMPORT_MACHINERY):
-            return "the import under way"
-        frame = frame.f_back
-    return None
-
-
-def stop_when_safe(signum: int, frame: Any, message: str) -> None:
-    """Raises Stopped(signum, message), unless the signal found the main thread in an XLA compile or an import.
-
-    A compile left there goes on in XLA's own threads, and the interpreter's exit then frees the client
-    under it: a segmentation fault (exit status 139, not 128 + signum); an import left there leaves a half
-    initialised module and an ImportError ("initialization failed") that reads as a broken install. So
-    the stop waits for them (a compile's wait said in one line on stderr), and a watcher thread sends the
-    signal again once the main thread has left them, where this raises. The same signal INSISTING times
-    ends the process at once, without the interpreter's shutdown (so without the crash), with 128 + signum."""
-    busy = unsafe_to_stop(frame)
-    if busy is None:
-        _stops_waiting.pop(signum, None)  # a watcher of this signal has nothing left to send
-        raise Stopped(signum, message)
-    name = signal.Signals(signum).name
-    if signum in _stops_waiting:  # said again meanwhile: its watcher sends it once; a third time ends at once
-        _stops_waiting[signum] += 1
-        if _stops_waiting[signum] >= INSISTING:
-            print(f"{name} received {INSISTING} times: ending now, in {busy} (the files written so far are whole; "
-                  "run the same command to start again)", file=sys.stderr, flush=True)
-            os._exit(stop_exit_status(signum))  # no interpreter shutdown, so nothing frees XLA's client under it
-        return
-    if busy == COMPILE and not _stops_waiting:
-        print(f"{name} received: stopping once {COMPILE} ends (send it {INSISTING} times to end now)",
-              file=sys.stderr, flush=True)
-    _stops_waiting[signum] = 1
-    main_thread = threading.main_thread().ident
-
-    def send_again_when_safe() -> None:
-        while unsafe_to_stop(sys._current_frames().get(main_thread)):
-            time.sleep(SAFE_POLL_S)
-        if _stops_waiting.pop(signum, None):
-            os.kill(os.getpid(), signum)
-
-    threading.Thread(target=send_again_when_safe, name=f"{name} when safe", daemon=True).start()
-
-
-_stops_waiting: dict[int, int] = {}  # signal -> times received while waiting for a compile or an import to end
-
-
-def stop_on_signals(on_stop: str) -> None:
-    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
-    XLA compile or import under way has ended (`stop_when_safe`)."""
-    def handle(signum: int, frame: Any) -> None:
-        stop_when_safe(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handle)
 
 
 def _syntax_message(error: SyntaxError) -> str:

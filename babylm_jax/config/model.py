@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from babylm_jax.config.typed import build, optional
+from babylm_jax.config.typed import Rule, at_least, build, optional
 from babylm_jax.core.attention_backends import attention_kinds
 from babylm_jax.core.families import family_spec
 
@@ -57,6 +57,12 @@ class ModelConfig:
         config = build(cls, model_config, "model.")
         config.validate()
         return config
+
+    def rules(self) -> list[Rule]:
+        """Sizes a model can have (checked by `build`, before `validate`'s rules between keys)."""
+        return [*at_least(self, vocab_size=1, d_model=1, num_layers=0, num_heads=1, d_ff=1, max_len=1),
+                ("dropout", 0.0 <= self.dropout < 1.0, "must be in [0, 1)"),
+                ("rope_theta", self.rope_theta > 0, "must be > 0")]
 
     def validate(self) -> None:
         family_spec(self.family)  # ValueError naming model.family for a family with no entry

@@ -64,3 +64,28 @@ def use_deterministic_ops() -> None:
                              "computation (the train command does)")
     if DETERMINISTIC_OPS not in flags.split():
         os.environ["XLA_FLAGS"] = f"{flags} {DETERMINISTIC_OPS}".strip()
+
+
+def backend_error(error: BaseException) -> str | None:
+    """The one line for a JAX_PLATFORMS that names a backend this host cannot start, or None for any other error.
+
+    JAX raises RuntimeError ("Unable to initialize backend ...") for a backend that fails to start, and an
+    AssertionError in its xla_bridge when none of those named has a plugin here (JAX_PLATFORMS=cuda, no CUDA plugin)."""
+    if "JAX_PLATFORMS" not in os.environ:
+        return None
+    if isinstance(error, RuntimeError) and "Unable to initialize backend" in str(error):
+        why = str(error)
+    elif isinstance(error, AssertionError) and _raised_in(error, os.path.join("jax", "_src", "xla_bridge.py")):
+        why = "JAX found none of these backends here (no plugin installed for them, or no device)"
+    else:
+        return None
+    return (f"environment variable JAX_PLATFORMS={os.environ['JAX_PLATFORMS']!r}: {why}; unset it (JAX then uses "
+            "the backends this host has) or name one it has, e.g. cpu")
+
+
+def _raised_in(error: BaseException, module_file: str) -> bool:
+    """Whether `error` was raised by code in `module_file` (its traceback's last frame)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.endswith(module_file)

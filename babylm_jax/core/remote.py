@@ -282,6 +282,8 @@ class RunPlace:
 def readable_run(workdir: str | os.PathLike, needed: tuple[str, ...]) -> RunPlace:
     """The place of a finished or running run that evaluate or export reads: for a remote workdir,
     the files `needed` pulled into this host's mirror (the checkpoints are read from the bucket)."""
+    if not is_remote(workdir) and os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise NotADirectoryError(f"--workdir {workdir} is a file, not a run's folder; give the --workdir train wrote")
     place = RunPlace.reached(workdir)
     if place.mirror is not None:
         place.pull(needed)

@@ -72,6 +72,10 @@ def _holder(path: pathlib.Path) -> str:
 def workdir_lock(workdir: str | os.PathLike, command: str) -> Iterator[None]:
     """Holds `<workdir>/.lock` for the block; refuses at once if another process holds it."""
     workdir = pathlib.Path(workdir)
+    file = next((p for p in (workdir, *workdir.parents) if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        raise WorkdirError(f"--workdir {workdir}: {file} is a file, not a folder; give a folder's path (a folder "
+                           "that does not exist yet is made)")
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         fd = os.open(workdir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)

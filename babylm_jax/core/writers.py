@@ -10,7 +10,7 @@ after the resumed step dropped as metrics.jsonl drops its records) and the same 
 id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again); W&B's own files
 go to `$WANDB_DIR/wandb` when it is set, else `<workdir>/wandb`. Only process 0 writes. A writer
 whose package is missing, an online W&B run without credentials or a server that answers, or a
-WANDB_MODE that W&B does not take, is refused before any work.
+WANDB_MODE that W&B does not take or that train.wandb.mode overrides, is refused before any work.
 """
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ def chosen_writers(names: Sequence[str]) -> tuple[str, ...]:
 
 # W&B's own WANDB_MODE values (wandb.Settings.mode); ours, train.wandb.mode, are WANDB_MODES.
 WANDB_ENV_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
+_AS_OURS = {"dryrun": "offline", "run": "online", "shared": "online"}  # W&B's other names for our modes
 WANDB_REACH_TIMEOUT_S = 5.0
 _OFFLINE_HINT = "or log offline with --config.train.wandb.mode=offline and `wandb sync` later"
 
@@ -84,6 +85,10 @@ def check_wandb_ready(names: Sequence[str], mode: str) -> None:
         raise ValueError(f"environment variable WANDB_MODE={env_mode!r} is not a W&B mode (one of "
                          f"{', '.join(WANDB_ENV_MODES)}): unset it (config key train.wandb.mode chooses the mode) "
                          "or set it to one of them")
+    if env_mode is not None and _AS_OURS.get(env_mode, env_mode) != mode:  # wandb.init(mode=...) would ignore it
+        raise ValueError(f"environment variable WANDB_MODE={env_mode!r} differs from config key train.wandb.mode="
+                         f"{mode!r}, which chooses the mode (W&B would not use WANDB_MODE): unset it, or set "
+                         f"--config.train.wandb.mode={_AS_OURS.get(env_mode, env_mode)}")
     if mode != "online":
         return
     import wandb

@@ -99,12 +99,25 @@ def _publish_tokenizer(source: pathlib.Path, workdir: pathlib.Path, key: str, to
     if stamp.exists() and stamp.read_text() == key:
         return
     if target.exists():
-        print(f"tokenizer: {target} held {_described(target)} prepared with other data.tokenizer or "
-              f"model.vocab_size settings; replaced by this run's {tokenizer.kind} tokenizer of "
-              f"{tokenizer.vocab_size:,} ids (set those keys as before to keep the old one)", flush=True)
+        why, keep = _why_replaced(workdir, source.parent.name)
+        print(f"tokenizer: {target} held {_described(target)} {why}; replaced by this run's {tokenizer.kind} "
+              f"tokenizer of {tokenizer.vocab_size:,} ids ({keep})", flush=True)
     with atomic_dir(target, replace=True) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
         (tmp / "fingerprint.txt").write_text(key)
+
+
+def _why_replaced(workdir: pathlib.Path, corpus_name: str) -> tuple[str, str]:
+    """Why the workdir's tokenizer is not this run's, and how to keep it: the corpus cache the last prepare
+    recorded (data/prepared.json) is another, or else the tokenizer settings differ."""
+    try:
+        before = json.loads((workdir / rundir.PREPARED).read_text(encoding="utf-8")).get("corpus")
+    except (OSError, ValueError, AttributeError):
+        before = None
+    if before and before != corpus_name:
+        return (f"prepared from other corpus files or data.* reading settings (data/{before}, now data/{corpus_name})",
+                "give data.corpus, data.paths and those settings as before to keep the old one")
+    return "prepared with other data.tokenizer or model.vocab_size settings", "set those keys as before to keep the old one"
 
 
 def _described(directory: pathlib.Path) -> str:

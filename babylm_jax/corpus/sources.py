@@ -9,7 +9,7 @@ writes (hidden folders such as `.cache/` are skipped), or a folder written by
 pyarrow; `datasets` is not needed.
 
 `list_sources(data)` (a DataConfig) resolves `data.corpus` plus `data.paths` into sources (each a
-sorted list of files; what a folder's walk skips or follows is said once per kind); `corpus_files` names
+sorted list of files; what a folder's walk, `walk.py`, skips or follows is said once per kind); `corpus_files` names
 each file as it is known wherever the corpus lies (its path under its source's root) with its size and
 sha256: the identity of the corpus for its caches and for a resume, never its place or its files' dates;
 `iter_raw_documents` streams (source index, text) in that fixed order;
@@ -17,7 +17,8 @@ sha256: the identity of the corpus for its caches and for a resume, never its pl
 a missing text field, a document over `data.max_document_chars`, an empty file) stops with
 the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
 per file and kind of problem (a file that is not UTF-8 with a guess at its encoding). The NUL
-characters normalisation will remove are counted and said once per file too.
+characters normalisation will remove are counted and said once per file too. A UTF-8 byte-order mark
+that starts a file is the encoding's, not text: it is read without it, and said.
 """
 from __future__ import annotations
 
@@ -25,22 +26,17 @@ import dataclasses
 import gzip
 import json
 import logging
-import os
 import pathlib
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from babylm_jax.corpus import builtin
 from babylm_jax.corpus.cache_integrity import FileHashes
+from babylm_jax.corpus.walk import SUFFIXES, CorpusError, check_names, directory_files, readable
+from babylm_jax.corpus.walk import suffix as _suffix
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import DataConfig
-
-SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet", ".arrow")
-
-
-class CorpusError(ValueError):
-    """A problem with the corpus a user can fix; the message names the file and line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +45,6 @@ class Source:
     files: tuple[pathlib.Path, ...]
     root: pathlib.Path | None = None  # the folder its files are named under (a file source: its folder)
     key: str = ""  # "" for data.corpus, "data.paths[i]" for an entry of data.paths
-
-
-def _suffix(path: pathlib.Path) -> str | None:
-    name = path.name.lower()
-    return next((s for s in SUFFIXES if name.endswith(s)), None)
 
 
 def list_sources(data_config: DataConfig) -> list[Source]:
@@ -71,60 +62,16 @@ def list_sources(data_config: DataConfig) -> list[Source]:
         if not path.exists():
             raise CorpusError(f"Corpus path does not exist: {path} (data.corpus / data.paths)")
         if path.is_dir():
-            files = _directory_files(path)
+            files = directory_files(path)
             if not files:
                 raise CorpusError(f"Corpus directory {path} holds no {'/'.join(SUFFIXES)} files")
         elif _suffix(path):
             files = [path]
         else:
             raise CorpusError(f"Corpus file {path} is not one of {'/'.join(SUFFIXES)}")
+        check_names(files, entry)
         sources.append(Source(str(entry), tuple(files), path if path.is_dir() else path.parent, key))
     return sources
-
-
-def _saved_dataset_files(folder: pathlib.Path) -> list[pathlib.Path]:
-    """The arrow files of a `datasets.save_to_disk` folder (Dataset or DatasetDict), in the order it lists them."""
-    if (folder / "dataset_dict.json").is_file():
-        try:
-            splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise CorpusError(f"{folder / 'dataset_dict.json'}: not a datasets DatasetDict file ({error})") from None
-        return [f for split in splits for f in _saved_dataset_files(folder / split)]
-    state = folder / "state.json"
-    try:
-        names = [entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise CorpusError(f"{state}: not a datasets save_to_disk state file ({error})") from None
-    missing = [n for n in names if not (folder / n).is_file()]
-    if missing:
-        raise CorpusError(f"{state} lists {missing}, missing from {folder}")
-    return [folder / n for n in names]
-
-
-def _directory_files(root: pathlib.Path) -> list[pathlib.Path]:
-    """Corpus files under `root`, sorted; save_to_disk folders in their own order. Hidden files and
-    folders, links to folders, links that lead nowhere and files of other kinds are skipped, and links
-    to files read as their targets: each said once, with a count and an example (`_say_walk`)."""
-    if (root / "dataset_dict.json").is_file() or (root / "state.json").is_file():
-        return _saved_dataset_files(root)
-    saved = sorted(p.parent for p in root.rglob("state.json") if (p.parent / "dataset_info.json").is_file())
-    files, said = [], {}
-    for p in sorted(root.rglob("*")):
-        relative = p.relative_to(root).parts
-        if any(part.startswith(".") for part in relative[:-1]):
-            continue  # inside a hidden folder, said as that folder
-        kind = _walk_kind(p, saved)
-        if kind:
-            said.setdefault(kind, []).append(p)
-        if (kind and kind != LINKED_FILES) or p.is_dir() or not _suffix(p):
-            continue
-        if _suffix(p) == ".arrow" and any(folder in p.parents for folder in saved):
-            continue  # read below, in the order of its state.json
-        files.append(p)
-    for folder in saved:
-        files += _saved_dataset_files(folder)
-    _say_walk(root, said)
-    return files
 
 
 def file_name(source: Source, path: pathlib.Path) -> str:
@@ -139,47 +86,12 @@ def file_name(source: Source, path: pathlib.Path) -> str:
 def corpus_files(sources: list[Source], hashes: FileHashes) -> dict[str, dict]:
     """Each corpus file, in reading order, by name (`file_name`): its bytes and sha256, streamed where
     `hashes` does not know the file unchanged in place."""
-    return {file_name(source, path): hashes.record(path) for source in sources for path in source.files}
-
-
-LINKED_FILES = "links to files, read as the files they point to"  # the one kind the walk follows
-_SAVED_DATASET_FILES = ("state.json", "dataset_info.json", "dataset_dict.json")
-
-
-def _walk_kind(path: pathlib.Path, saved: list[pathlib.Path]) -> str | None:
-    """What the corpus walk does with `path` when it is not a plain corpus file or folder, in words; else None."""
-    if path.name.startswith("."):
-        return "hidden folders" if path.is_dir() else "hidden files"
-    if path.is_symlink():
-        if not path.exists():
-            return "links that lead nowhere (broken, or a loop)"
-        if path.is_dir():
-            return "links to folders, not followed (name such a folder in data.paths to read it)"
-    if path.is_dir():
-        return None
-    if not path.is_file():
-        return "entries that are not files (pipes, sockets, devices)"
-    if not _suffix(path):
-        if path.name in _SAVED_DATASET_FILES and any(path.parent in (folder, folder.parent) for folder in saved):
-            return None  # a save_to_disk folder's own record (dataset_dict.json: of the folder of its splits)
-        return f"files of kinds the reader does not take (it reads {'/'.join(SUFFIXES)})"
-    return LINKED_FILES if path.is_symlink() else None
-
-
-_said_walks: set[tuple[str, str]] = set()  # (folder, kind): one line each, however often the folder is listed
-
-
-def _say_walk(root: pathlib.Path, said: dict[str, list[pathlib.Path]]) -> None:
-    for kind, paths in said.items():
-        if (str(root), kind) in _said_walks:
-            continue
-        _said_walks.add((str(root), kind))
-        example = paths[0].relative_to(root)
-        if paths[0].is_symlink():
-            example = f"{example} -> {os.readlink(paths[0])}"
-        verb = "followed" if kind == LINKED_FILES else "skipped"
-        logging.warning("%s: %s %s %s; e.g. %s", root, verb, f"{len(paths):,}", kind, example)
-
+    records = {}
+    for source in sources:
+        for path in source.files:
+            with readable(path):
+                records[file_name(source, path)] = hashes.record(path)
+    return records
 
 
 class _BadLines:
@@ -187,7 +99,7 @@ class _BadLines:
     normalisation removes; what a file had is said once, at its end (`say`), never once a line."""
 
     def __init__(self, policy: str):
-        self.policy, self.nul = policy, 0
+        self.policy, self.nul, self.bom = policy, 0, False
         self._kinds: dict[str, list] = {}  # kind -> [count, first line, its problem]
 
     def __call__(self, path: pathlib.Path, line: int, problem: str, kind: str = "") -> None:
@@ -212,7 +124,9 @@ class _BadLines:
         if self.nul:
             logging.warning("%s: removed %s NUL characters (\\x00) from the text trained on; budget.json's words_raw "
                             "counts the text as read", path, f"{self.nul:,}")
-        self._kinds, self.nul = {}, 0
+        if self.bom:
+            logging.warning("%s: read without the UTF-8 byte-order mark it starts with (U+FEFF, not text)", path)
+        self._kinds, self.nul, self.bom = {}, 0, False
 
 
 def _encoding_hint(raw: bytes) -> str:
@@ -252,6 +166,8 @@ def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, st
                 bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason}){_encoding_hint(raw)}",
                     "lines that are not UTF-8")
                 continue
+            if number == 1 and text.startswith("\ufeff"):  # the encoding's mark (utf-8-sig), not the text's
+                text, bad.bom = text[1:], True
             yield number, text
 
 
@@ -365,14 +281,15 @@ def _checked_documents(path: pathlib.Path, builtin_file: bool, data_config: Data
     """The documents of one file, each within `data.max_document_chars`; their NUL characters counted."""
     documents = builtin.iter_builtin_file(path) if builtin_file else _file_documents(path, data_config, bad)
     max_chars, found = data_config.max_document_chars, False
-    for number, text in documents:
-        found = True
-        if max_chars and len(text) > max_chars:
-            bad(path, number, f"document of {len(text):,} characters exceeds data.max_document_chars={max_chars:,}",
-                "documents over data.max_document_chars")
-            continue
-        bad.nul += text.count("\x00")
-        yield text
+    with readable(path):
+        for number, text in documents:
+            found = True
+            if max_chars and len(text) > max_chars:
+                bad(path, number, f"document of {len(text):,} characters exceeds data.max_document_chars="
+                    f"{max_chars:,}", "documents over data.max_document_chars")
+                continue
+            bad.nul += text.count("\x00")
+            yield text
     if not found and not bad.has_skipped:  # a file of skipped lines only: said once, by `say`
         bad(path, 0, "empty file (no documents)")
 

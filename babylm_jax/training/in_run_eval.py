@@ -82,6 +82,20 @@ def _data_dir(train: TrainConfig) -> str | None:
     return train.eval_data_dir or os.environ.get("BABYLM_DATA_DIR") or None
 
 
+def task_files(train: TrainConfig) -> dict[str, list] | None:
+    """Each task's files for the curves `train.eval_tasks` asks for (None when off or no data directory);
+    a missing one names where the data directory came from and a way on, so `loop` checks it before any work."""
+    names, data_dir = _task_names(train), _data_dir(train)
+    if not names or data_dir is None:
+        return None
+    source = "config key train.eval_data_dir" if train.eval_data_dir else "environment variable BABYLM_DATA_DIR"
+    try:
+        return {name: tasks.get_task(name).find_files(data_dir) for name in names}
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"{error} ({source}={data_dir!r}); point it at the task data, or train without "
+                                "task curves: --config.train.eval_tasks=''") from None
+
+
 class TaskCurves:
     """Scores a fixed sample of each task with one compiled scorer."""
 
@@ -103,9 +117,8 @@ class TaskCurves:
             print("[train] task curves off: train.eval_tasks needs train.eval_data_dir or $BABYLM_DATA_DIR")
             return None
         samples = {}
-        for name in names:
+        for name, files in (task_files(train) or {}).items():  # FileNotFoundError names the task and the folder
             spec = tasks.get_task(name)
-            files = spec.find_files(data_dir)  # FileNotFoundError names the task and the folder
             pairs = minimal_pairs.read_pairs(files, spec.pair_format)
             sample = _fitting(sample_by_uid(pairs, train.eval_task_items), tokenizer, model, name)
             samples[name] = TaskSample(sample, spec.unk_is_wrong)

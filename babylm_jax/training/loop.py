@@ -26,7 +26,7 @@ from babylm_jax.core.rundir import workdir_lock
 from babylm_jax.training import sharding
 from babylm_jax.training.checkpoints import WordMilestones
 from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, device_arrays
-from babylm_jax.training.in_run_eval import RunEvaluator, eval_params
+from babylm_jax.training.in_run_eval import RunEvaluator, eval_params, task_files
 from babylm_jax.training.metrics import MetricsWriter, StepLogger
 from babylm_jax.training.preemption import StopSignals
 from babylm_jax.training.run import Run, checked_parts, maybe_initialize_distributed, setup_run
@@ -47,6 +47,7 @@ def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None
     maybe_initialize_distributed(config.distributed)
     place = RunPlace.reached(workdir)
     model, mesh, optimizer = checked_parts(config)  # errors before the workdir is touched
+    task_files(config.train)  # the task curves' files, too
     # One run per workdir; in multi-process runs all processes share it and process 0 holds the lock
     # (on a remote workdir, the lock of its mirror on process 0's host).
     is_main = jax.process_index() == 0
