@@ -1,6 +1,10 @@
-"""Typed evaluation settings per track, built from the evaluation config (`configs/eval.py`).
+"""The evaluation config: each key's default on its field, and the typed settings per track built from it.
 
-`EvalSettings.from_config(config, limit)` checks every key before any model is loaded, and
+    config = default_config()                        # every key at its field's default (configs/eval.py)
+    settings = EvalSettings.from_config(config, limit)
+
+This module is also evaluate's default `--config` file (`DEFAULT_CONFIG`: its `get_config()`),
+shipped in the package. `EvalSettings.from_config(config, limit)` checks every key before any model is loaded, and
 `check_model` checks what depends on the model (fine-tuning max_len, fMRI layers) before
 any task runs; an error names the config key and the fix, e.g.
 `config key finetune.tasks.c3.epochs=0: must be >= 1`.
@@ -12,26 +16,26 @@ import pathlib
 from typing import Any, Iterable, Mapping
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
-from babylm_jax.config import eval_defaults
-from babylm_jax.config.files import load_config_file
 from babylm_jax.config.typed import Rule, build
 from babylm_jax.config import finetune_protocols as protocols
+from babylm_jax.config.finetune_protocols import OFFICIAL_TASK_FINETUNE, FinetuneOptions
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.tasks.formats import COGBENCH_ROIS
 from babylm_jax.tasks.registry import task_names
 
 RIDGE_FORMS = ("auto", "primal", "dual", "svd")  # fmri.*.ridge_form (eval.fmri.ridge)
-DEFAULT_CONFIG = pathlib.Path(eval_defaults.__file__)  # the one home of the values, shipped in the package
+DEFAULT_CONFIG = pathlib.Path(__file__)  # this file: evaluate's default --config (`get_config()` below)
 
 
 @dataclasses.dataclass(frozen=True)
 class ScoringSettings:
-    """Minimal pairs: the sentence-scoring kernels."""
+    """`scoring.*`: minimal pairs (zhoblimp, xcomps_zh, hanzi_*), the sentence log-likelihood kernels."""
 
-    batch_size: int  # rows per scoring batch
-    row_len: int  # packed row length
-    within_word_l2r: bool  # PLL variant of Kauf & Ivanova (2023); mlm/hybrid only
+    batch_size: int = 256  # rows per scoring batch: 8192 tokens at row_len 32
+    row_len: int = 32  # packed row length (short rows waste less attention)
+    within_word_l2r: bool = False  # PLL variant of Kauf & Ivanova (2023); mlm/hybrid only
 
     def rules(self) -> list[Rule]:
         return [("batch_size", self.batch_size >= 1, "must be >= 1"),
@@ -39,50 +43,18 @@ class ScoringSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneOptions:
-    """One fine-tuning task's protocol (the official one unless overridden)."""
-
-    learning_rate: float
-    batch_size: int
-    epochs: int
-    max_len: int
-    warmup_ratio: float
-    min_lr_ratio: float  # the cosine's floor, a share of the peak
-    weight_decay: float
-    max_grad_norm: float  # 0 = no clipping
-    head_dropout: float
-    seed: int
-    train_examples: int  # 0 = all; else a fixed, evenly spaced subset of the training split
-    rows_multiple: int  # packed training rows per step rounded up to a multiple of this
-    eval_rows: int  # packed rows per evaluation batch
-    progress: bool
-    limit: int | None = None  # keep N evenly spaced examples of each split (`--limit`)
-
-    def rules(self) -> list[Rule]:
-        return [("learning_rate", self.learning_rate > 0, "must be > 0"),
-                ("batch_size", self.batch_size >= 1, "must be >= 1"),
-                ("epochs", self.epochs >= 1, "must be >= 1"),
-                ("max_len", self.max_len >= 8, "must be >= 8 tokens"),
-                ("warmup_ratio", 0 <= self.warmup_ratio < 1, "must be in [0, 1)"),
-                ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
-                ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
-                ("max_grad_norm", self.max_grad_norm >= 0, "must be >= 0 (0 = no clipping)"),
-                ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
-                ("train_examples", self.train_examples >= 0, "must be >= 0 (0 = the whole split)"),
-                ("rows_multiple", self.rows_multiple >= 1, "must be >= 1"),
-                ("eval_rows", self.eval_rows >= 1, "must be >= 1")]
-
-
-@dataclasses.dataclass(frozen=True)
 class RidgeSettings:
-    """What both fMRI tasks set: the ridge grid and route, and the layer sweep."""
+    """What both fMRI tasks set: the ridge grid and route, and the layer sweep (see eval/fmri/encoding.py).
 
-    alpha_logspace: tuple[float, float, int]  # np.logspace(low, high, count) alphas
-    fit_intercept: bool
-    alpha_per_voxel: bool
-    layers: tuple[int, ...] | None  # the layer sweep; None = every layer
-    ridge_form: str
-    voxel_chunk: int
+    The defaults are the official discourse fMRI's (`fmri.fmri.*`); word_fmri sets three of its own."""
+
+    alpha_logspace: tuple[float, float, int] = (-3.0, 3.0, 10)  # np.logspace(low, high, count) alphas
+    fit_intercept: bool = False
+    alpha_per_voxel: bool = False  # not official
+    # the layer sweep; None = every layer (config: "all", or comma-separated indices, e.g. "0,2,-1")
+    layers: tuple[int, ...] | None = None
+    ridge_form: str = "svd"  # the official thin SVD; "primal"/"dual" are faster on CPU; "auto" picks
+    voxel_chunk: int = 2048
 
     def rules(self) -> list[Rule]:
         low, high, count = (tuple(self.alpha_logspace) + (0, 0, 0))[:3]
@@ -94,10 +66,13 @@ class RidgeSettings:
 
 @dataclasses.dataclass(frozen=True)
 class WordFmriSettings(RidgeSettings):
-    """word_fmri: ridge from isolated-word features to word responses (see eval/fmri/encoding.py)."""
+    """`fmri.word_fmri.*`: ridge from isolated-word features to word responses (see eval/fmri/encoding.py)."""
 
-    top_fraction: float
-    standardize_rows: bool
+    alpha_logspace: tuple[float, float, int] = (-4.0, 4.0, 10)
+    fit_intercept: bool = True
+    ridge_form: str = "auto"
+    top_fraction: float = 0.1  # subject score: mean of the top 10% word correlations
+    standardize_rows: bool = False  # the legacy no-split mode standardised rows
 
     def rules(self) -> list[Rule]:
         return [("top_fraction", 0 < self.top_fraction <= 1, "must be in (0, 1]"), *super().rules()]
@@ -105,20 +80,20 @@ class WordFmriSettings(RidgeSettings):
 
 @dataclasses.dataclass(frozen=True)
 class FmriSettings(RidgeSettings):
-    """fmri (discourse): ridge from in-context word features, HRF-convolved, to TR responses."""
+    """`fmri.fmri.*` (discourse): ridge from in-context word features, HRF-convolved, to TR responses."""
 
-    penalty_power: float
-    rois: tuple[str, ...]
-    context: str
-    tr: float
-    oversampling: int
-    grid_hz: int
-    skip_trs: int
-    hrf_length_s: float
-    include_last_word: bool
-    feature_zscore: str
-    rcond: float
-    correlation_ddof: int
+    penalty_power: float = 2.0  # ridge penalty = alpha ** penalty_power (official: alpha^2)
+    rois: tuple[str, ...] = COGBENCH_ROIS  # regions of interest (config: () = all six)
+    context: str = "sentence"  # story words in context of their "sentence" (line) or whole "story"
+    tr: float = 0.71  # seconds per TR
+    oversampling: int = 71  # HRF samples per TR (oversampling / tr = grid_hz)
+    grid_hz: int = 100  # word-onset grid
+    skip_trs: int = 19  # TRs dropped at the start of each story
+    hrf_length_s: float = 32.0
+    include_last_word: bool = False  # officially the grid ends one frame early
+    feature_zscore: str = "matrix"  # "matrix" (official) or "column"
+    rcond: float = 0.0  # drop components below rcond x the largest (official: 0, s <= 1e-10)
+    correlation_ddof: int = 1  # the official torch.std z-scores; 0 = plain Pearson r
 
     def rules(self) -> list[Rule]:
         return [("rois", set(self.rois) <= set(COGBENCH_ROIS) and bool(self.rois),
@@ -137,13 +112,13 @@ class FmriSettings(RidgeSettings):
 
 @dataclasses.dataclass(frozen=True)
 class EvalSettings:
-    """Everything the task runners read, per track."""
+    """Everything the task runners read, per track; `default_config()` spells it as the config's keys."""
 
     scoring: ScoringSettings
     finetune: Mapping[str, FinetuneOptions]  # task -> its protocol (task overrides applied)
-    fmri_layer: int  # hidden state reported in results.json (0 = embeddings, -1 = the last)
-    word_fmri: WordFmriSettings
-    fmri: FmriSettings
+    fmri_layer: int = -1  # config key fmri.layer: hidden state reported in results.json (0 = embeddings, -1 = the last)
+    word_fmri: WordFmriSettings = WordFmriSettings()
+    fmri: FmriSettings = FmriSettings()
     limit: int | None = None  # minimal pairs: the first N items; fine-tuning: N examples per split
     finetune_protocol: str = ""  # config key finetune.protocol: "", a protocol name or a config.yaml path
     log_to_run: bool = False  # results also into the run's TensorBoard folder / W&B run (eval.run_log)
@@ -190,9 +165,44 @@ class EvalSettings:
                                      f"{hidden_states} hidden states (0..{model.num_layers}, or negative from the end)")
 
 
+def default_config() -> ml_collections.ConfigDict:
+    """Every key of the evaluation config at its field's default: what configs/eval.py starts from, and so
+    every key a `--config.a.b=v` override can set.
+
+    `finetune.<key>` holds one protocol for every task (`FinetuneOptions`: the official one), and
+    `finetune.tasks.<task>.<key>` overrides it for one task (None = the global value), as the official
+    config.yaml's finetune_hparams and task_overrides do. `finetune.protocol` names a protocol,
+    "official", "quick" (babylm_jax's CPU check: 2 epochs over at most 3,000 training examples,
+    cluewsc2020 6 over all 1,244; not comparable with official scores) or "eval_finetuning_sh" (the
+    older script), or the path of an official pipeline config.yaml, whose values then set each task's
+    learning_rate, batch_size, epochs, max_len and seed (config/finetune_protocols.py); "" = the keys
+    above. The config.yaml that reproduces the settings used is written beside results.json either way.
+    """
+    fields = {field.name: field.default for field in dataclasses.fields(EvalSettings)}
+    options = {key: value for key, value in dataclasses.asdict(FinetuneOptions()).items() if key != "limit"}
+    config = ml_collections.ConfigDict({
+        "log_to_run": fields["log_to_run"],
+        "scoring": dataclasses.asdict(ScoringSettings()),
+        "finetune": {**options, "protocol": fields["finetune_protocol"]},
+        "fmri": {"layer": fields["fmri_layer"], "word_fmri": _config_spelling(fields["word_fmri"]),
+                 "fmri": _config_spelling(fields["fmri"])},
+    })
+    config.finetune.tasks = ml_collections.ConfigDict()
+    for task in task_names("finetune"):
+        config.finetune.tasks[task] = ml_collections.ConfigDict(
+            {key: placeholder(type(value)) for key, value in options.items()})
+        config.finetune.tasks[task].update(OFFICIAL_TASK_FINETUNE.get(task, {}))
+    return config
+
+
+def get_config() -> ml_collections.ConfigDict:
+    """`default_config()`: this module read as a config file, evaluate's default `--config` (`DEFAULT_CONFIG`)."""
+    return default_config()
+
+
 def default_settings(limit: int | None = None) -> EvalSettings:
-    """The settings of `DEFAULT_CONFIG` (configs/eval.py), without overrides."""
-    return EvalSettings.from_config(load_config_file(DEFAULT_CONFIG), limit)
+    """The settings of `default_config()` (configs/eval.py), without overrides."""
+    return EvalSettings.from_config(default_config(), limit)
 
 
 def _sections(config: Mapping[str, Any], names: tuple[str, ...], prefix: str) -> dict[str, Any]:
@@ -231,6 +241,16 @@ def finetune_options(finetune: Mapping[str, Any], limit: int | None = None) -> d
             options[task] = build(FinetuneOptions, {**dataclasses.asdict(options[task]), **values}, "finetune.",
                                   prefixes={k: f"finetune.protocol ({protocol}) " for k in values})
     return options
+
+
+def _config_spelling(settings: RidgeSettings) -> dict[str, Any]:
+    """An fMRI section's values as the config spells them, `_fmri_values` backwards: layers None as "all",
+    every region of interest as ()."""
+    values = dataclasses.asdict(settings)
+    values["layers"] = "all" if settings.layers is None else ",".join(map(str, settings.layers))
+    if values.get("rois") == COGBENCH_ROIS:
+        values["rois"] = ()
+    return values
 
 
 def _fmri_values(section: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import traceback
 
 import ml_collections
@@ -29,6 +30,7 @@ def load_config_file(path: str | os.PathLike, arg: str | None = None) -> ml_coll
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"{path}: not a Python config file")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as importing does: dataclasses (config/evaluation.py's) look their module up
     try:
         spec.loader.exec_module(module)
         if not callable(getattr(module, "get_config", None)):

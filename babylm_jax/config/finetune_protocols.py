@@ -19,27 +19,72 @@ older pipeline (2c8a2d9) spelled that override `wsc_epochs: 30`, read here as
 official pipeline ignores) fine-tunes on a fixed N of each training split. Here they become
 per-task overrides of `FinetuneOptions` fields (`TaskSettings`).
 
-Named protocols: "official" (the pipeline's `configs/config.yaml`, whose values live in
-config/eval_defaults.py's `OFFICIAL_FINETUNE`), "quick" (a check that fits a laptop CPU, not
+`FinetuneOptions` is one task's protocol, `finetune.*` of the evaluation config (config/evaluation.py);
+its defaults are the official protocol, the one home of its values.
+
+Named protocols: "official" (the pipeline's `configs/config.yaml`: `FinetuneOptions`' defaults and
+`OFFICIAL_TASK_FINETUNE`), "quick" (a check that fits a laptop CPU, not
 comparable with official scores: 2 epochs over a fixed 3,000 examples of each training split,
 cluewsc2020 6 epochs over its 1,244; full dev splits) and "eval_finetuning_sh" (the older
 script: batch 64, 5 epochs, cluewsc2020 5, length 512).
 """
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Any, Mapping
 
-from babylm_jax.config.eval_defaults import OFFICIAL_FINETUNE, OFFICIAL_TASK_FINETUNE
+from babylm_jax.config.typed import Rule
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.tasks.registry import official_tasks
 
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions:
+    """One fine-tuning task's protocol: `finetune.*`, with `finetune.tasks.<task>.*` over it.
+
+    The defaults up to `seed` are the official protocol (the pipeline's configs/config.yaml,
+    finetune/trainer.py and utils.py); the keys after it are babylm_jax's own."""
+
+    learning_rate: float = 3e-5  # AdamW (b2 0.999, eps 1e-8)
+    batch_size: int = 32  # examples a step; the last partial batch of an epoch is dropped, as officially
+    epochs: int = 10
+    max_len: int = 128  # tokens per input row, special tokens included
+    warmup_ratio: float = 0.06  # linear warmup share of the steps, then cosine
+    min_lr_ratio: float = 0.1  # the cosine ends at this share of the peak (the official min_factor)
+    weight_decay: float = 0.01  # on every parameter, as torch.optim.AdamW over model.parameters()
+    max_grad_norm: float = 0.0  # global-norm clipping; 0 = none (the official trainer clips nothing)
+    head_dropout: float = 0.1
+    seed: int = 42
+    train_examples: int = 0  # 0 = the whole training split; N = a fixed, evenly spaced N of it
+    rows_multiple: int = 2  # packed training rows per step rounded up to a multiple (fewer compiles)
+    eval_rows: int = 64  # packed rows of max_len tokens per evaluation batch
+    progress: bool = True  # a progress bar per task
+    limit: int | None = None  # keep N evenly spaced examples of each split (`--limit`; set by code, no config key)
+
+    def rules(self) -> list[Rule]:
+        return [("learning_rate", self.learning_rate > 0, "must be > 0"),
+                ("batch_size", self.batch_size >= 1, "must be >= 1"),
+                ("epochs", self.epochs >= 1, "must be >= 1"),
+                ("max_len", self.max_len >= 8, "must be >= 8 tokens"),
+                ("warmup_ratio", 0 <= self.warmup_ratio < 1, "must be in [0, 1)"),
+                ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
+                ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
+                ("max_grad_norm", self.max_grad_norm >= 0, "must be >= 0 (0 = no clipping)"),
+                ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
+                ("train_examples", self.train_examples >= 0, "must be >= 0 (0 = the whole split)"),
+                ("rows_multiple", self.rows_multiple >= 1, "must be >= 1"),
+                ("eval_rows", self.eval_rows >= 1, "must be >= 1")]
+
+
+OFFICIAL_TASK_FINETUNE = {"cluewsc2020": {"epochs": 30}}  # the official config.yaml's task_overrides
 OFFICIAL_TASKS = official_tasks("finetune")  # the tasks config.yaml fine-tunes
 # config.yaml key -> FinetuneOptions field, and the pipeline's default when the key is missing (the official protocol)
 KEYS = {"lr": "learning_rate", "batch_size": "batch_size", "max_epochs": "epochs", "sequence_length": "max_len",
         "seed": "seed", "train_examples": "train_examples"}
 _FIELDS = {field: key for key, field in KEYS.items()}
-PIPELINE_DEFAULTS = {key: OFFICIAL_FINETUNE[field] for key, field in KEYS.items() if field in OFFICIAL_FINETUNE}
+PIPELINE_DEFAULTS = {key: getattr(FinetuneOptions, field) for key, field in KEYS.items()
+                     if key != "train_examples"}  # train_examples: babylm_jax's own key, no pipeline default
 OFFICIAL_OVERRIDES = {task: {_FIELDS[field]: value for field, value in values.items()}
                       for task, values in OFFICIAL_TASK_FINETUNE.items()}  # cluewsc2020: max_epochs 30
 _TYPES = {"lr": float, "batch_size": int, "max_epochs": int, "sequence_length": int, "seed": int, "train_examples": int}

@@ -52,7 +52,7 @@ def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None =
     missing = sorted(k for k, f in fields.items() if k not in values and k not in given and not is_optional(f))
     if missing:
         raise ValueError(f"missing config key(s) {', '.join(map(name, missing))} (configs/base.py and "
-                         "babylm_jax/config/eval_defaults.py have them all)")
+                         "configs/eval.py have them all: every key at its field's default)")
     built = cls(**{k: typed(hints[k], v, name(k)) for k, v in values.items()}, **given)
     for field, holds, rule in getattr(built, "rules", lambda: [])():
         if not holds:

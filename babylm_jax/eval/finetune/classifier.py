@@ -8,8 +8,8 @@ an input row's first token (mlm/hybrid) or its last (causal). Classification and
 choice share the loop: an example has one input row, or one per option scored by the shared
 head and compared by softmax.
 
-Official protocol (its trainer.py, utils.py; the values in config/eval_defaults.py's
-`OFFICIAL_FINETUNE`, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
+Official protocol (its trainer.py, utils.py; the values: `FinetuneOptions`' defaults in
+config/finetune_protocols.py, read as `finetune.*`): AdamW (b2 0.999, eps 1e-8, weight decay on every
 parameter, no gradient clipping), the last partial batch of an epoch dropped, linear warmup
 then cosine down to a share of the peak; score = dev accuracy at the best epoch.
 Examples are packed whole into rows of max_len tokens with segment ids (`example_packing`):
