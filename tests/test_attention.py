@@ -96,7 +96,7 @@ def test_auto_picks_cudnn_on_cuda_in_bf16_and_refuses_what_a_platform_cannot_run
     with pytest.raises(ValueError, match="needs model.dtype='bfloat16'"):
         attention.resolve("cudnn", "cuda", jnp.float32)
     with pytest.raises(ValueError, match="model.attention: 'flash' is not one of auto, xla, cudnn, splash, reference"):
-        ModelConfig(attention="flash").validate()
+        ModelConfig.from_config({"attention": "flash"})
     trained_on_gpu = ModelConfig(attention="cudnn", dtype="bfloat16")  # loaded on a CPU to evaluate: same numbers
     assert attention.for_platform(trained_on_gpu, "cpu", strict=False).attention == "reference"
     with pytest.raises(ValueError, match="needs a CUDA GPU"):

@@ -42,10 +42,10 @@ def test_every_entry_has_its_kernel_and_every_kernel_an_entry():
 
 
 def test_the_config_takes_a_backend_only_once_it_is_in_the_table(dense, monkeypatch):
-    ModelConfig(attention="dense").validate()
+    ModelConfig.from_config({"attention": "dense"})
     monkeypatch.delitem(attention_backends.ATTENTION_BACKENDS, "dense")
     with pytest.raises(ValueError, match="config key model.attention: 'dense' is not one of auto, xla, cudnn"):
-        ModelConfig(attention="dense").validate()
+        ModelConfig.from_config({"attention": "dense"})
 
 
 def test_the_table_decides_where_a_backend_runs(dense):

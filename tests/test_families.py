@@ -53,7 +53,7 @@ def test_the_built_in_entries_keep_each_familys_facts():
 
 def test_an_unknown_family_is_refused_by_key():
     with pytest.raises(ValueError, match="config key model.family: 'seq2seq' is not one of"):
-        ModelConfig(family="seq2seq").validate()
+        ModelConfig.from_config({"family": "seq2seq"})
 
 
 TRACED = []  # the fixture objective's traces

@@ -2,7 +2,7 @@
 
     data = DataConfig.from_config(config.data)   # names any unknown, missing or bad key
 
-Each field holds its key's type, default and meaning; `validate` the rules on their values.
+Each field holds its key's type, default and meaning; `rules()` the rules on their values.
 A new key: a field here (nested settings are frozen dataclasses of their own) and its rule.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from babylm_jax.config.typed import build
+from babylm_jax.config.typed import Rule, build, one_of
 from babylm_jax.core.text import Normalizer
 
 TOKENIZER_KINDS = ("unigram", "bpe", "char", "words")  # data.tokenizer.kind
@@ -40,6 +40,11 @@ class TokenizerConfig:
     required_characters: str = ""
     training_sentences: int = 300_000  # SentencePiece input sample size
 
+    def rules(self) -> list[Rule]:
+        return [one_of(self, "kind", TOKENIZER_KINDS), one_of(self, "required_characters", REQUIRED_CHARACTERS),
+                ("character_coverage", 0.0 < self.character_coverage <= 1.0, "config key {key}: {value} is not in (0, 1]"),
+                *_at_least(self, min_char_count=1, training_sentences=1)]
+
 
 @dataclasses.dataclass(frozen=True)
 class LeakageConfig:
@@ -48,6 +53,11 @@ class LeakageConfig:
     data_dir: str = ""  # evaluation data directory; needed for drop
     drop: bool = False  # drop training lines that overlap evaluation items
     ngram: int = 13  # character n-gram length of the overlap check
+
+    def rules(self) -> list[Rule]:
+        return [*_at_least(self, ngram=1),
+                ("drop", not self.drop or bool(self.data_dir),
+                 "config key {key}=True needs {prefix}data_dir (the evaluation data directory)")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,36 +92,17 @@ class DataConfig:
     @classmethod
     def from_config(cls, data_config: Any) -> "DataConfig":
         """Builds the data config from `config.data`, naming any unknown, missing or invalid key."""
-        config = build(cls, data_config, "data.")
-        config.validate()
-        return config
+        return build(cls, data_config, "data.")
 
-    def validate(self) -> None:
-        _one_of("data.tokenizer.kind", self.tokenizer.kind, TOKENIZER_KINDS)
-        _one_of("data.tokenizer.required_characters", self.tokenizer.required_characters, REQUIRED_CHARACTERS)
-        _one_of("data.txt_documents", self.txt_documents, TXT_DOCUMENTS)
-        _one_of("data.on_bad_line", self.on_bad_line, ON_BAD_LINE)
-        _one_of("data.packing", self.packing, PACKINGS)
-        _one_of("data.word_counter", self.word_counter, WORD_COUNTERS)
-        if not 0.0 <= self.eval_share < 1.0:
-            raise ValueError(f"config key data.eval_share: {self.eval_share} is not in [0, 1)")
-        if not 0.0 < self.tokenizer.character_coverage <= 1.0:
-            raise ValueError(f"config key data.tokenizer.character_coverage: {self.tokenizer.character_coverage} "
-                             "is not in (0, 1]")
-        for key, value, least in (
-            ("word_budget", self.word_budget, 1), ("max_documents", self.max_documents, 0),
-            ("max_document_chars", self.max_document_chars, 0), ("num_workers", self.num_workers, 0),
-            ("shard_chars", self.shard_chars, 1), ("reader_threads", self.reader_threads, 0),
-            ("tokenizer.min_char_count", self.tokenizer.min_char_count, 1),
-            ("tokenizer.training_sentences", self.tokenizer.training_sentences, 1),
-            ("leakage.ngram", self.leakage.ngram, 1),
-        ):
-            if value < least:
-                raise ValueError(f"config key data.{key}: {value} is below {least}")
-        if self.leakage.drop and not self.leakage.data_dir:
-            raise ValueError("config key data.leakage.drop=True needs data.leakage.data_dir (the evaluation data directory)")
+    def rules(self) -> list[Rule]:
+        return [one_of(self, "txt_documents", TXT_DOCUMENTS), one_of(self, "on_bad_line", ON_BAD_LINE),
+                one_of(self, "packing", PACKINGS), one_of(self, "word_counter", WORD_COUNTERS),
+                ("eval_share", 0.0 <= self.eval_share < 1.0, "config key {key}: {value} is not in [0, 1)"),
+                *_at_least(self, word_budget=1, max_documents=0, max_document_chars=0, num_workers=0, shard_chars=1,
+                           reader_threads=0)]
 
 
-def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"config key {key}: {value!r} is not one of {allowed}")
+def _at_least(settings: Any, **lowest: int) -> list[Rule]:
+    """Rules "config key K: V is below low" for each field=low."""
+    return [(key, getattr(settings, key) >= low, f"config key {{key}}: {{value}} is below {low}")
+            for key, low in lowest.items()]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from babylm_jax.config.typed import Rule, at_least, build, optional
+from babylm_jax.config.typed import Rule, at_least, build, one_of, optional
 from babylm_jax.core.attention_backends import attention_kinds
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.families import FAMILY_SPECS, family_spec
 
 REMATS = ("none", "full", "dots", "dots_no_batch")  # model.remat: model.transformer.REMAT_POLICIES
 DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay float32)
@@ -54,39 +54,25 @@ class ModelConfig:
     def from_config(cls, model_config: Any) -> "ModelConfig":
         """Builds the model config from `config.model`, naming any unknown, mistyped or invalid key;
         a key left out takes the default above."""
-        config = build(cls, model_config, "model.")
-        config.validate()
-        return config
+        return build(cls, model_config, "model.")
 
     def rules(self) -> list[Rule]:
-        """Sizes a model can have (checked by `build`, before `validate`'s rules between keys)."""
+        """Sizes a model can have, then the rules between keys (checked by `build`, in order)."""
+        heads_fit = self.num_heads < 1 or (not self.d_model % self.num_heads and not (self.d_model // self.num_heads) % 2)
+        dtype_text = "config key {key}: {value!r} (use 'float32' or 'bfloat16')"
         return [*at_least(self, vocab_size=1, d_model=1, num_layers=0, num_heads=1, d_ff=1, max_len=1),
                 ("dropout", 0.0 <= self.dropout < 1.0, "must be in [0, 1)"),
-                ("rope_theta", self.rope_theta > 0, "must be > 0")]
-
-    def validate(self) -> None:
-        family_spec(self.family)  # ValueError naming model.family for a family with no entry
-        if self.d_model % self.num_heads or (self.d_model // self.num_heads) % 2:
-            raise ValueError(
-                f"config keys model.d_model={self.d_model}, model.num_heads={self.num_heads}: "
-                "head width d_model/num_heads must be an even integer"
-            )
-        for key, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS)):
-            if value not in allowed:
-                raise ValueError(f"config key model.{key}: {value!r} is not one of {allowed}")
-        if self.embedding_grad not in EMBEDDING_GRADS:
-            raise ValueError(f"config key model.embedding_grad: {self.embedding_grad!r} is not one of {EMBEDDING_GRADS}")
-        if self.remat not in REMATS:
-            raise ValueError(f"config key model.remat: {self.remat!r} is not one of {REMATS}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"config key model.dtype: {self.dtype!r} (use 'float32' or 'bfloat16')")
-        if self.residual_dtype not in DTYPES:
-            raise ValueError(f"config key model.residual_dtype: {self.residual_dtype!r} (use 'float32' or 'bfloat16')")
-        if self.residual_dtype == "bfloat16" and self.dtype != "bfloat16":
-            raise ValueError("config key model.residual_dtype='bfloat16' needs model.dtype='bfloat16'")
-        kinds = attention_kinds()
-        if self.attention not in kinds:
-            raise ValueError(f"config key model.attention: {self.attention!r} is not one of {', '.join(kinds)}")
+                ("rope_theta", self.rope_theta > 0, "must be > 0"),
+                one_of(self, "family", tuple(FAMILY_SPECS)),
+                ("d_model", heads_fit, f"config keys {{key}}={{value}}, {{prefix}}num_heads={self.num_heads}: "
+                 "head width d_model/num_heads must be an even integer"),
+                one_of(self, "norm", NORMS), one_of(self, "mlp", MLPS),
+                one_of(self, "embedding_grad", EMBEDDING_GRADS), one_of(self, "remat", REMATS),
+                ("dtype", self.dtype in DTYPES, dtype_text),
+                ("residual_dtype", self.residual_dtype in DTYPES, dtype_text),
+                ("residual_dtype", self.residual_dtype != "bfloat16" or self.dtype == "bfloat16",
+                 "config key {key}='bfloat16' needs {prefix}dtype='bfloat16'"),
+                one_of(self, "attention", attention_kinds(), ", ".join(attention_kinds()))]
 
     @property
     def compute_dtype(self) -> Any:

@@ -5,7 +5,9 @@
 A key the dataclass lacks is refused, every field must be given but an `optional` one, each
 value must have its field's type (ints are taken as floats, lists as tuples), nested groups
 are dataclasses of their own, and a class's `rules()` ((field, holds, what it must be), ...)
-are checked last. Every error names the key (`prefix + field`) and what is wrong.
+are checked last, in order: the one way a config dataclass says what its values must be. Every
+error names the key (`prefix + field`) and what is wrong: `config key K=V: what`, or a rule's
+own wording where its text names the key itself (`one_of`'s `config key K: V is not one of ...`).
 
 A field's default is its key's value in a new config (`config.schema.default_config()`); a
 config given must still name every key (a missing one is refused), except the keys of
@@ -18,7 +20,7 @@ import types
 import typing
 from typing import Any, Mapping
 
-Rule = tuple[str, bool, str]  # (field, holds, what it must be)
+Rule = tuple[str, bool, str]  # (field, holds, what it must be); see `refusal` for the error's wording
 _OPTIONAL = "optional"  # the field metadata key `optional` sets
 
 
@@ -56,13 +58,27 @@ def build(cls: type, values: Any, prefix: str, given: Mapping[str, Any] | None =
     built = cls(**{k: typed(hints[k], v, name(k)) for k, v in values.items()}, **given)
     for field, holds, rule in getattr(built, "rules", lambda: [])():
         if not holds:
-            raise ValueError(f"config key {name(field)}={getattr(built, field)!r}: {rule}")
+            raise ValueError(refusal(rule, name(field), getattr(built, field), prefixes.get(field, prefix)))
     return built
+
+
+def refusal(rule: str, key: str, value: Any, prefix: str) -> str:
+    """The error of a broken rule: `config key <key>=<value!r>: <rule>`, or, where the rule's text names
+    `{key}` itself, that text with {key}, {value} and {prefix} (the group's, for its other keys) filled in."""
+    if "{key}" in rule:
+        return rule.format(key=key, value=value, prefix=prefix)
+    return f"config key {key}={value!r}: {rule}"
 
 
 def at_least(settings: Any, **lowest: float) -> list[Rule]:
     """Rules "must be >= low" for each field=low."""
     return [(key, getattr(settings, key) >= low, f"must be >= {low}") for key, low in lowest.items()]
+
+
+def one_of(settings: Any, field: str, allowed: tuple[str, ...], shown: str = "") -> Rule:
+    """Rule "config key K: 'v' is not one of <allowed>" (`shown`, or the tuple)."""
+    return (field, getattr(settings, field) in allowed,
+            "config key {key}: {value!r} is not one of " + (shown or str(allowed)).replace("{", "{{").replace("}", "}}"))
 
 
 def typed(tp: Any, value: Any, key: str) -> Any:
