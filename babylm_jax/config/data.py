@@ -27,7 +27,8 @@ class TokenizerConfig:
     """`data.tokenizer.*`: what tokenizer prepare trains (see tokenizer.py)."""
 
     # "char", "bpe" or "unigram" (SentencePiece; unigram trains ~40x slower), or "words": jieba words, the frequent
-    # ones whole, the others as their longest known pieces down to characters (pieces never cross a word boundary)
+    # ones whole, the others as their longest known pieces down to characters (pieces never cross a word boundary);
+    # the defaults are the character recipe (config.schema), configs/base.py takes "words"
     kind: str = "char"
     byte_fallback: bool = True
     character_coverage: float = 0.9995
@@ -42,7 +43,8 @@ class TokenizerConfig:
 
     def rules(self) -> list[Rule]:
         return [one_of(self, "kind", TOKENIZER_KINDS), one_of(self, "required_characters", REQUIRED_CHARACTERS),
-                ("character_coverage", 0.0 < self.character_coverage <= 1.0, "config key {key}: {value} is not in (0, 1]"),
+                ("character_coverage", 0.0 < self.character_coverage <= 1.0,
+                 "config key {key}: {value} is not in (0, 1]"),
                 *_at_least(self, min_char_count=1, training_sentences=1)]
 
 

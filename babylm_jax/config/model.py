@@ -26,7 +26,7 @@ class ModelConfig:
     """Sizes and switches of the Transformer; built from `config.model`, where a key left out takes its default."""
 
     family: str = optional("causal")  # a key of core.families.FAMILY_SPECS: "causal", "mlm" or "hybrid"
-    vocab_size: int = optional(6000)
+    vocab_size: int = optional(6000)  # the character recipe's (config.schema); configs/base.py's words take 8,000
     d_model: int = optional(128)
     num_layers: int = optional(4)
     num_heads: int = optional(4)

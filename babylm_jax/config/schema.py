@@ -10,6 +10,13 @@ below; `RunConfig.from_config` names the first unknown, missing, mistyped or inv
 and the rules across groups (sequence length against the model's, the batch against its
 passes). Each key's default and meaning live on its dataclass field (config/data.py,
 config/model.py, config/training.py).
+
+The field defaults are one whole recipe, the character one: data.tokenizer.kind "char" with
+6,000 ids, 4 layers of d 128, 4,800 steps of 16 x 128 tokens in one pass a step (the `char` arm of
+experiments/README.md, "Words as tokens": ZhoBLiMP 0.649 / 0.638 over two seeds). configs/base.py
+starts from them and switches to jieba words: kind "words", 8,000 ids, 4,167 steps at the same
+99.4 TFLOP, two passes a step. The evaluation config's defaults (config/evaluation.py) are the
+official pipeline's.
 """
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ class WandbConfig:
 class TrainConfig:
     """`train.*`: the optimisation, its schedule and curricula, logging and in-run evaluation."""
 
-    num_steps: int = 4800
+    num_steps: int = 4800  # the character recipe (config.schema); configs/base.py's words: 4,167, the same compute
     batch_size: int = 16  # global, over all devices and processes
     seq_len: int = 128
     learning_rate: float = 3e-3
@@ -95,7 +95,7 @@ class TrainConfig:
     optimizer: str = "adamw"  # "adamw" or "lamb"
     schedule: str = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
     decay_share: float = 0.2  # "wsd": share of steps in the final decay
-    grad_accum_steps: int = 1  # passes a step's batch is split into; the gradient is the whole batch's
+    grad_accum_steps: int = 1  # passes a step's batch is split into; the gradient is the whole batch's (base.py: 2)
     ema_decay: float = 0.0  # > 0 keeps EMA params, used for eval and export
     z_loss: float = 0.0
     mask_rate: float = 0.15  # mlm/hybrid: masking rate at the start ...
