@@ -10,7 +10,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from babylm_jax.config.data import TokenizerConfig  # noqa: E402
 from babylm_jax.corpus import builtin  # noqa: E402
 from babylm_jax.core.families import family_spec  # noqa: E402
-from babylm_jax.corpus import tokenizer_training  # noqa: E402
+from babylm_jax.corpus import tokenizer_kinds  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
 RARE = [
@@ -47,7 +47,7 @@ def ours(request, texts):
     kind, byte_fallback, required = request.param
     config = TokenizerConfig(kind=kind, byte_fallback=byte_fallback, character_coverage=0.98, min_char_count=2,
                              required_characters="", training_sentences=1000)
-    return tokenizer_training.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
+    return tokenizer_kinds.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
 
 
 def test_ids_and_offsets_equal_ours(ours, texts):
@@ -107,7 +107,7 @@ PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 def words_kind(request, texts):
     config = TokenizerConfig(kind="words", byte_fallback=request.param, character_coverage=1.0, min_char_count=2,
                              required_characters="", training_sentences=1000)
-    return tokenizer_training.train_tokenizer(texts[0], config, 3000 if request.param else 2800, REQUIRED)
+    return tokenizer_kinds.train_tokenizer(texts[0], config, 3000 if request.param else 2800, REQUIRED)
 
 
 def _word_export(tokenizer, directory, family="causal"):
