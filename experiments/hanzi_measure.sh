@@ -64,7 +64,7 @@ evaluate "$OUT/facts" "$OUT/facts_config.py" --config.data.max_documents="$MAX_D
 
 python - "$OUT" "$NOFACTS" <<'EOF'
 import json, pathlib, sys
-from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 from babylm_jax.corpus.tokenizer_training import is_cjk_unified
 out = pathlib.Path(sys.argv[1])
 probe = [json.loads(line) for path in sorted((out / "eval_data").glob("hanzi_*/*.jsonl")) for line in open(path)]

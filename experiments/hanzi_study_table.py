@@ -11,7 +11,7 @@ import json
 import pathlib
 
 from babylm_jax.core.atomic import atomic_write_text
-from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 
 TASKS = ("hanzi_structure", "hanzi_pinyin", "zhoblimp")
 UIDS = {"hanzi_structure": ("radical", "has_part", "part_position", "structure_type"),

@@ -11,7 +11,7 @@ from babylm_jax.core.vocab import Framing
 from babylm_jax.corpus import token_cache
 from babylm_jax.corpus import words
 from babylm_jax.corpus import tokenizer as tok
-from babylm_jax.corpus import tokenizer_training
+from babylm_jax.corpus import tokenizer_kinds, tokenizer_training
 from babylm_jax.tasks import unk_audit
 from fixtures.data import synthetic
 
@@ -29,7 +29,7 @@ def _config(kind: str, byte_fallback: bool, **overrides) -> TokenizerConfig:
 def trained(request):
     kind, byte_fallback = request.param
     texts = synthetic.documents(300) + [TEXT]
-    return tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 400)
+    return tokenizer_kinds.train_tokenizer(texts, _config(kind, byte_fallback), 400)
 
 
 def test_special_ids_are_fixed(trained):
@@ -111,13 +111,13 @@ def test_tokenize_shard_equals_the_per_document_reference(trained, tmp_path):
 
 def test_save_load(trained, tmp_path):
     trained.save(tmp_path / "t")
-    loaded = tok.load_tokenizer(tmp_path / "t")
+    loaded = tokenizer_kinds.load_tokenizer(tmp_path / "t")
     assert loaded.kind == trained.kind and loaded.vocab_size == trained.vocab_size
     assert loaded.encode(TEXT + UNSEEN) == trained.encode(TEXT + UNSEEN)
 
 
 def test_fast_offsets_match_sentencepiece_proto():
-    sp = tokenizer_training.train_tokenizer(synthetic.documents(200), _config("bpe", True), 400)
+    sp = tokenizer_kinds.train_tokenizer(synthetic.documents(200), _config("bpe", True), 400)
     text = TEXT + UNSEEN + " 我 们\n"
     ids = sp.encode(text)
     fast, proto = sp.offsets_array(text, ids), sp._proto_offsets(text)
@@ -131,7 +131,7 @@ def test_fast_offsets_match_sentencepiece_proto():
 
 
 def test_char_min_count():
-    char = tokenizer_training.train_tokenizer(["甲甲乙"], _config("char", False, min_char_count=2), 100)
+    char = tokenizer_kinds.train_tokenizer(["甲甲乙"], _config("char", False, min_char_count=2), 100)
     assert char.encode("甲乙") == [char.encode("甲")[0], tok.UNK_ID]
 
 
@@ -148,13 +148,13 @@ def test_required_character_sets():
 def test_required_characters_get_their_own_ids(kind, byte_fallback):
     texts = synthetic.documents(300) + [TEXT]
     required = [chr(c) for c in range(0x4E00, 0x4E00 + 500)] + list("们龘")
-    trained = tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 1200, required)
+    trained = tokenizer_kinds.train_tokenizer(texts, _config(kind, byte_fallback), 1200, required)
     assert [trained.id_to_piece(i) for i in range(7)] == list(tok.SPECIAL_PIECES)
     for ch in required:  # never UNK, never bytes: one piece that is the character
         assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
     assert trained.decode(trained.encode(TEXT)) == TEXT
     with pytest.raises(ValueError, match=r"required_characters needs 502 .*model.vocab_size=300"):
-        tokenizer_training.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
+        tokenizer_kinds.train_tokenizer(texts, _config(kind, byte_fallback), 300, required)
 
 
 @pytest.mark.parametrize("kind", ["char", "bpe"])
@@ -166,7 +166,7 @@ def test_radicals_and_parts_are_tokens_of_their_own(kind):
     assert {"亻", "半", "工", "水", "⺮", "⼝"} <= set(required)  # 伴 = 亻 + 半, 汞 = 工 over 水, two radical blocks
     assert len([c for c in required if 0x2E80 <= ord(c) <= 0x2FDF]) == 329
     config = _config(kind, True, required_characters=tokenizer_training.PARTS_SETTING)
-    trained = tokenizer_training.train_tokenizer(texts, config, 1400, required)
+    trained = tokenizer_kinds.train_tokenizer(texts, config, 1400, required)
     for ch in "亻半工水⺮⼝":
         assert [trained.id_to_piece(i) for i in trained.encode(ch)] == [ch]
     if kind == "bpe":  # user symbols: never inside a longer piece
@@ -214,14 +214,14 @@ def _reference_word_ids(tokenizer, text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def word_tokenizer():
-    return tokenizer_training.train_tokenizer(synthetic.documents(300) + [TEXT], _config("words", True, min_char_count=2), 360)
+    return tokenizer_kinds.train_tokenizer(synthetic.documents(300) + [TEXT], _config("words", True, min_char_count=2), 360)
 
 
 def test_words_equal_the_reference_on_plain_jieba_cut(word_tokenizer):
     texts = _shard_texts() + ["图书馆里的学生们喜欢看书", "abc123 我们 2024年 ３点", "猫喜欢吃鱼吃鱼吃鱼", ""]
     for text in texts:
         assert word_tokenizer.encode(text) == _reference_word_ids(word_tokenizer, text), text
-    no_fallback = tokenizer_training.train_tokenizer(synthetic.documents(300), _config("words", False, min_char_count=2), 100)
+    no_fallback = tokenizer_kinds.train_tokenizer(synthetic.documents(300), _config("words", False, min_char_count=2), 100)
     for text in texts:
         assert no_fallback.encode(text) == _reference_word_ids(no_fallback, text), text
 
@@ -253,7 +253,7 @@ def test_frequent_words_are_whole_and_characters_come_first(word_tokenizer):
 
 def test_words_vocab_without_room_for_words_is_refused():
     with pytest.raises(ValueError, match="model.vocab_size=300 leaves no id for a word"):
-        tokenizer_training.train_tokenizer(synthetic.documents(300), _config("words", True), 300)
+        tokenizer_kinds.train_tokenizer(synthetic.documents(300), _config("words", True), 300)
 
 
 def test_words_keep_every_required_character():
@@ -268,5 +268,5 @@ def test_words_keep_every_required_character():
 def test_a_vocabulary_too_large_for_the_text_says_the_size_to_set():
     with pytest.raises(ValueError, match=r"vocab_size=4000: .* set model.vocab_size to at most \d+, or give it more "
                                          r"text") as error:
-        tokenizer_training.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
+        tokenizer_kinds.train_tokenizer(synthetic.documents(50), _config("bpe", True), 4000)
     assert "raise model.vocab_size" not in str(error.value)

@@ -10,7 +10,8 @@ tokenizers = pytest.importorskip("tokenizers")
 from babylm_jax.config.data import TokenizerConfig  # noqa: E402
 from babylm_jax.corpus import builtin  # noqa: E402
 from babylm_jax.core.families import family_spec  # noqa: E402
-from babylm_jax.corpus import tokenizer_training  # noqa: E402
+from babylm_jax.corpus import tokenizer as tok  # noqa: E402
+from babylm_jax.corpus import tokenizer_kinds, tokenizer_training  # noqa: E402
 from babylm_jax.hf import fast_tokenizer  # noqa: E402
 
 RARE = [
@@ -47,7 +48,7 @@ def ours(request, texts):
     kind, byte_fallback, required = request.param
     config = TokenizerConfig(kind=kind, byte_fallback=byte_fallback, character_coverage=0.98, min_char_count=2,
                              required_characters="", training_sentences=1000)
-    return tokenizer_training.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
+    return tokenizer_kinds.train_tokenizer(texts[0], config, 2600 if required else 2000, REQUIRED if required else ())
 
 
 def test_ids_and_offsets_equal_ours(ours, texts):
@@ -107,7 +108,7 @@ PAIRS = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 def words_kind(request, texts):
     config = TokenizerConfig(kind="words", byte_fallback=request.param, character_coverage=1.0, min_char_count=2,
                              required_characters="", training_sentences=1000)
-    return tokenizer_training.train_tokenizer(texts[0], config, 3000 if request.param else 2800, REQUIRED)
+    return tokenizer_kinds.train_tokenizer(texts[0], config, 3000 if request.param else 2800, REQUIRED)
 
 
 def _word_export(tokenizer, directory, family="causal"):
@@ -180,3 +181,92 @@ def test_word_export_gives_our_ids_on_real_zhoblimp(data_dir, words_kind, tmp_pa
     assert len(files) == 118 and len(sentences) >= 7000
     hf = _word_export(words_kind, tmp_path / "hf")
     assert [hf(t, add_special_tokens=False)["input_ids"] for t in sentences] == [words_kind.encode(t) for t in sentences]
+
+
+# Every kind of the table (corpus.tokenizer_kinds.KINDS): trained on texts and on the corpus cache as prepare trains
+# it, saved, loaded back with the same ids, exported; and a fixture kind added by one entry in each table.
+
+PROBE = ["我们今天去公园。", "龘😀 abc 123", ""]
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    from babylm_jax.config.schema import RunConfig
+    from babylm_jax.corpus.corpus_cache import count_corpus
+    from fixtures.data import synthetic
+
+    root = tmp_path_factory.mktemp("kinds")
+    run = RunConfig.from_config(synthetic.tiny_config(synthetic.write_txt_corpus(root / "corpus", 60)))
+    corpus = count_corpus(run.data, root / "data")
+    return list(corpus.iter_texts()), corpus
+
+
+def _kind_round_trip(kind, tiny_corpus, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    texts, corpus = tiny_corpus
+    config = TokenizerConfig(kind=kind, byte_fallback=True, character_coverage=1.0, min_char_count=1,
+                             required_characters="", training_sentences=1000)
+    entry = tokenizer_kinds.KINDS[kind]
+    on_texts = tokenizer_kinds.train_tokenizer(texts, config, 400)
+    on_corpus = entry.from_corpus(corpus, corpus.char_counts(), config, 400, ())
+    for name, trained in (("texts", on_texts), ("corpus", on_corpus)):
+        assert isinstance(trained, entry.tokenizer) and trained.kind == kind, name
+        trained.save(tmp_path / name)
+        loaded = tokenizer_kinds.load_tokenizer(tmp_path / name)
+        assert type(loaded) is type(trained) and loaded.kind == kind
+        assert [loaded.encode(t) for t in texts[:20] + PROBE] == [trained.encode(t) for t in texts[:20] + PROBE]
+        exported = tmp_path / f"hf-{name}"
+        exported.mkdir()
+        for file_name, text in fast_tokenizer.tokenizer_texts(loaded, "causal", max_len=64).items():
+            (exported / file_name).write_text(text, encoding="utf-8")
+        hf = transformers.AutoTokenizer.from_pretrained(exported, trust_remote_code=True)
+        assert hf.is_fast == (fast_tokenizer.EXPORTS[kind].fast is not None)
+        assert [hf(t, add_special_tokens=False)["input_ids"] for t in texts[:20] + PROBE] \
+            == [loaded.encode(t) for t in texts[:20] + PROBE]
+
+
+def test_the_kinds_config_checks_are_the_table_and_every_kind_exports():
+    from babylm_jax.config.data import TOKENIZER_KINDS
+
+    assert tuple(tokenizer_kinds.KINDS) == TOKENIZER_KINDS
+    assert tuple(fast_tokenizer.EXPORTS) == TOKENIZER_KINDS
+
+
+@pytest.mark.parametrize("kind", list(tokenizer_kinds.KINDS))
+def test_every_kind_trains_saves_loads_and_exports(kind, tiny_corpus, tmp_path):
+    _kind_round_trip(kind, tiny_corpus, tmp_path)
+
+
+def _train_code_points(texts, config, vocab_size, required=()):
+    """The fixture kind's training: every character of `texts` in code-point order, as many as `vocab_size` allows."""
+    characters = sorted(set(itertools.chain.from_iterable(texts)))
+    return CodePointTokenizer(characters[:vocab_size - tokenizer_training.reserved_ids(config.byte_fallback)],
+                              config.byte_fallback)
+
+
+class CodePointTokenizer(tok.CharTokenizer):
+    """The fixture kind "code_points": a character vocabulary in code-point order (a char tokenizer's files)."""
+
+    kind = "code_points"
+
+
+@pytest.fixture
+def code_points(monkeypatch):
+    """The fixture kind, added by its name, its entry and its export (a char tokenizer's)."""
+    from babylm_jax.config import data
+
+    monkeypatch.setattr(data, "TOKENIZER_KINDS", (*data.TOKENIZER_KINDS, "code_points"))
+    monkeypatch.setitem(tokenizer_kinds.KINDS, "code_points", tokenizer_kinds.TokenizerKind(
+        CodePointTokenizer, _train_code_points,
+        lambda corpus, char_counts, config, vocab_size, required: _train_code_points(char_counts, config, vocab_size)))
+    monkeypatch.setitem(fast_tokenizer.EXPORTS, "code_points", fast_tokenizer.EXPORTS["char"])
+
+
+def test_a_kind_is_its_entries(code_points, tiny_corpus, tmp_path, monkeypatch):
+    from babylm_jax.config import data
+
+    data.DataConfig(tokenizer=TokenizerConfig(kind="code_points")).validate()
+    _kind_round_trip("code_points", tiny_corpus, tmp_path)
+    monkeypatch.setattr(data, "TOKENIZER_KINDS", data.TOKENIZER_KINDS[:-1])
+    with pytest.raises(ValueError, match="config key data.tokenizer.kind: 'code_points' is not one of"):
+        data.DataConfig(tokenizer=TokenizerConfig(kind="code_points")).validate()

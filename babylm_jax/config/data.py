@@ -13,7 +13,9 @@ from typing import Any
 from babylm_jax.config.typed import Rule, build, one_of
 from babylm_jax.core.text import Normalizer
 
-TOKENIZER_KINDS = ("unigram", "bpe", "char", "words")  # data.tokenizer.kind
+# data.tokenizer.kind: the keys of corpus.tokenizer_kinds.KINDS, each kind's entry (named here, below corpus, so the
+# config is checked before any file is read; a test holds the two equal)
+TOKENIZER_KINDS = ("unigram", "bpe", "char", "words")
 WORD_COUNTERS = ("auto", "jieba")  # data.word_counter (corpus/segmenter.py)
 REQUIRED_CHARACTERS = ("", "corpus_cjk", "cjk_basic", "corpus_cjk_parts")  # data.tokenizer.required_characters
 PARTS_SETTING = "corpus_cjk_parts"  # corpus_cjk plus radicals and parts as tokens (SentencePiece: user symbols)

@@ -33,9 +33,9 @@ from babylm_jax.corpus.sources import list_sources
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.progress import StageTimes
 from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
-from babylm_jax.corpus.tokenizer import Tokenizer, load_tokenizer
-from babylm_jax.corpus.tokenizer_training import (char_tokenizer_from_counts, check_vocab_room, required_characters,
-                                                reserved_ids, train_tokenizer, word_tokenizer_from_counts)
+from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer_kinds import KINDS, load_tokenizer
+from babylm_jax.corpus.tokenizer_training import check_vocab_room, required_characters, reserved_ids
 
 
 @dataclasses.dataclass
@@ -59,33 +59,13 @@ def line_filter_from_config(data_config: DataConfig):
     return leakage.LeakDetector.from_data_dir(data_config.leakage.data_dir, data_config.leakage.ngram, data_config.normalize)
 
 
-def tokenizer_training_texts(corpus: CorpusCache, limit: int):
-    """About `limit` lines spread evenly over the corpus (SentencePiece input)."""
-    total_lines = int(corpus.doc_array("doc_lines").sum())
-    stride = max(1, total_lines // max(limit, 1))
-    index = 0
-    for text in corpus.iter_texts():
-        for line in text.split("\n"):
-            if index % stride == 0:
-                yield line
-            index += 1
-
-
 def _train_or_load_tokenizer(corpus: CorpusCache, key: str, tok_config: TokenizerConfig, vocab_size: int) -> pathlib.Path:
     directory = corpus.root / f"tokenizer-{key}"
     if (directory / "tokenizer.json").exists():
         return directory
     counts = corpus.char_counts()
     required = required_characters(tok_config.required_characters, counts)
-    if tok_config.kind == "char":
-        tokenizer = char_tokenizer_from_counts(counts, vocab_size, tok_config.min_char_count,
-                                               tok_config.byte_fallback, required)
-    elif tok_config.kind == "words":
-        tokenizer = word_tokenizer_from_counts(counts, corpus.word_counts(), vocab_size, tok_config.min_char_count,
-                                               tok_config.byte_fallback, required)
-    else:
-        tokenizer = train_tokenizer(tokenizer_training_texts(corpus, tok_config.training_sentences), tok_config,
-                                    vocab_size, required)
+    tokenizer = KINDS[tok_config.kind].from_corpus(corpus, counts, tok_config, vocab_size, required)
     with atomic_dir(directory) as tmp:
         tokenizer.save(tmp)
     return directory

@@ -26,7 +26,8 @@ from babylm_jax.core.atomic import atomic_dir, atomic_write_json
 from babylm_jax.corpus.cache_integrity import file_records, problems
 from babylm_jax.corpus.corpus_cache import CorpusCache
 from babylm_jax.core.vocab import Framing
-from babylm_jax.corpus.tokenizer import Tokenizer, load_tokenizer
+from babylm_jax.corpus.tokenizer import Tokenizer
+from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 from babylm_jax.core.workers import num_workers, run_tasks
 
 _TOKENIZERS: dict[str, Tokenizer] = {}

@@ -3,7 +3,8 @@
 Special ids are fixed for every tokenizer: pad=0, unk=1, bos=2, eos=3, mask=4, cls=5, sep=6.
 `unk_id` is None when the tokenizer can never emit UNK (byte fallback on); id 1 stays
 reserved either way. `save(directory)` writes `tokenizer.json` (with "kind") plus the model
-file; `load_tokenizer(directory)` reads it back. Training one is `corpus/tokenizer_training.py`.
+file; the class's `from_saved` reads the model file back (`corpus.tokenizer_kinds.load_tokenizer`
+finds the class by the kind). Training one is `corpus/tokenizer_training.py`.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _offsets_from_advance(advance_T: np.ndarray, is_continuation_T: np.ndarray,
 
 
 class Tokenizer:
-    """Common interface; subclasses implement `encode`, `decode`, `id_to_piece`, `_save_model`."""
+    """Common interface; subclasses implement `encode`, `decode`, `id_to_piece`, `_save_model`, `from_saved`."""
 
     kind: str
     vocab_size: int
@@ -104,6 +105,11 @@ class Tokenizer:
         raise NotImplementedError
 
     def _save_model(self, directory: pathlib.Path) -> dict:
+        raise NotImplementedError
+
+    @classmethod
+    def from_saved(cls, model_path: pathlib.Path, meta: dict, fix: str) -> Tokenizer:
+        """The tokenizer `save` wrote: its model file and tokenizer.json's `meta` (`fix` says how to mend a bad file)."""
         raise NotImplementedError
 
     def save(self, directory: str | os.PathLike) -> None:
@@ -180,6 +186,12 @@ class SentencePieceTokenizer(Tokenizer):
         atomic_write_bytes(directory / "spm.model", self._proto)
         return {"model_file": "spm.model"}
 
+    @classmethod
+    def from_saved(cls, model_path: pathlib.Path, meta: dict, fix: str) -> SentencePieceTokenizer:
+        if not model_path.is_file():
+            raise FileNotFoundError(f"{model_path}: file not found; {fix}")
+        return cls(model_path.read_bytes(), meta["kind"], meta["byte_fallback"])
+
 
 class CharTokenizer(Tokenizer):
     """One id per character seen often enough; others become UNK or UTF-8 byte pieces."""
@@ -238,6 +250,11 @@ class CharTokenizer(Tokenizer):
     def _save_model(self, directory: pathlib.Path) -> dict:
         atomic_write_bytes(directory / "chars.json", json.dumps(self.characters, ensure_ascii=False).encode())
         return {"model_file": "chars.json"}
+
+    @classmethod
+    def from_saved(cls, model_path: pathlib.Path, meta: dict, fix: str) -> CharTokenizer:
+        """Also the words kind's: its pieces file is read as the characters file is."""
+        return cls(read_json(model_path, fix), meta["byte_fallback"])
 
 
 class WordTokenizer(CharTokenizer):
@@ -300,23 +317,3 @@ class WordTokenizer(CharTokenizer):
         atomic_write_bytes(directory / "pieces.json", json.dumps(self.characters, ensure_ascii=False).encode())
         return {"model_file": "pieces.json", "segmentation": "jieba 0.42.1, default mode (jieba.cut)"}
 
-
-def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
-    """Reads what `Tokenizer.save` wrote."""
-    directory = pathlib.Path(directory)
-    meta_path = directory / "tokenizer.json"
-    fix = f"rerun prepare on the workdir (after moving {directory} aside) to rebuild it"
-    meta = read_json(meta_path, fix)
-    missing = [key for key in ("kind", "model_file", "byte_fallback") if not isinstance(meta, dict) or key not in meta]
-    if missing:
-        raise ValueError(f"{meta_path}: missing key(s) {missing}; {fix}")
-    model_path = directory / meta["model_file"]
-    if meta["kind"] == "char":
-        return CharTokenizer(read_json(model_path, fix), meta["byte_fallback"])
-    if meta["kind"] == "words":
-        return WordTokenizer(read_json(model_path, fix), meta["byte_fallback"])
-    if meta["kind"] in ("unigram", "bpe"):
-        if not model_path.is_file():
-            raise FileNotFoundError(f"{model_path}: file not found; {fix}")
-        return SentencePieceTokenizer(model_path.read_bytes(), meta["kind"], meta["byte_fallback"])
-    raise ValueError(f"{meta_path}: unknown tokenizer kind {meta['kind']!r}; {fix}")

@@ -1,7 +1,8 @@
 """Training a tokenizer: the characters it must hold, its vocabulary from counts, SentencePiece training.
 
-`train_tokenizer` trains any kind on texts; prepare builds "char" and "words" from the counts the corpus
-cache recorded (`char_tokenizer_from_counts`, `word_tokenizer_from_counts`).
+Each kind trains two ways, the functions its entry in `corpus.tokenizer_kinds.KINDS` holds: on texts
+(`train_char`, `train_words`, `train_sentencepiece`), and on the corpus cache as prepare does
+(`*_from_corpus`: the character kinds from the counts the cache recorded, SentencePiece on a sample of its lines).
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from babylm_jax.config.data import PARTS_SETTING
 from babylm_jax.core.progress import elapsed
 from babylm_jax.core.vocab import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from babylm_jax.corpus.hanzi_lexicon import CJK_BASIC
-from babylm_jax.corpus.tokenizer import NUM_BYTES, CharTokenizer, SentencePieceTokenizer, Tokenizer, WordTokenizer
+from babylm_jax.corpus.tokenizer import NUM_BYTES, CharTokenizer, SentencePieceTokenizer, WordTokenizer
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import TokenizerConfig
+    from babylm_jax.corpus.corpus_cache import CorpusCache
 
 CJK_UNIFIED = (CJK_BASIC, (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x323AF))
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》…—·"  # required with any set: the hanzi tasks quote characters
@@ -71,27 +73,17 @@ def check_vocab_room(required: Sequence[str], vocab_size: int, reserved: int) ->
             f"more than model.vocab_size={vocab_size:,}; raise model.vocab_size or choose a smaller set")
 
 
-def train_tokenizer(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> Tokenizer:
-    """Trains `config.kind` ("unigram", "bpe", "char", "words"; checked by `config.data`) on `texts`; every
-    `required` character gets its own id. "words" counts the texts' jieba words here (prepare reads the
-    counts the corpus cache recorded instead)."""
-    if config.kind == "char":
-        return _train_char(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
-    if config.kind == "words":
-        return _train_words(texts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
-    return _train_sentencepiece(texts, config, vocab_size, required)
-
-
-def _train_char(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool,
-                required: Sequence[str]) -> CharTokenizer:
+def train_char(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> CharTokenizer:
+    """The char kind on `texts`: their characters counted; every `required` character gets its own id."""
     counts: collections.Counter = collections.Counter()
     for text in texts:
         counts.update(text)
-    return char_tokenizer_from_counts(counts, vocab_size, min_count, byte_fallback, required)
+    return char_tokenizer_from_counts(counts, vocab_size, int(config.min_char_count), bool(config.byte_fallback), required)
 
 
-def _train_words(texts: Iterable[str], vocab_size: int, min_count: int, byte_fallback: bool,
-                 required: Sequence[str]) -> WordTokenizer:
+def train_words(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str] = ()) -> WordTokenizer:
+    """The words kind on `texts`: their characters and jieba words counted here (prepare reads the counts the
+    corpus cache recorded instead, `words_from_corpus`)."""
     from babylm_jax.corpus.segmenter import make_word_lengths
 
     word_lengths = make_word_lengths(True)[0]
@@ -104,7 +96,39 @@ def _train_words(texts: Iterable[str], vocab_size: int, min_count: int, byte_fal
             if length > 1:
                 word_counts[text[start:start + length]] += 1
             start += length
-    return word_tokenizer_from_counts(char_counts, word_counts, vocab_size, min_count, byte_fallback, required)
+    return word_tokenizer_from_counts(char_counts, word_counts, vocab_size, int(config.min_char_count),
+                                      bool(config.byte_fallback), required)
+
+
+def char_from_corpus(corpus: CorpusCache, char_counts: dict[str, int], config: TokenizerConfig, vocab_size: int,
+                     required: Sequence[str]) -> CharTokenizer:
+    """The char kind on the corpus cache: its recorded `char_counts`."""
+    return char_tokenizer_from_counts(char_counts, vocab_size, config.min_char_count, config.byte_fallback, required)
+
+
+def words_from_corpus(corpus: CorpusCache, char_counts: dict[str, int], config: TokenizerConfig, vocab_size: int,
+                      required: Sequence[str]) -> WordTokenizer:
+    """The words kind on the corpus cache: its recorded `char_counts` and the words its count recorded."""
+    return word_tokenizer_from_counts(char_counts, corpus.word_counts(), vocab_size, config.min_char_count,
+                                      config.byte_fallback, required)
+
+
+def sentencepiece_from_corpus(corpus: CorpusCache, char_counts: dict[str, int], config: TokenizerConfig,
+                              vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
+    """A SentencePiece kind on the corpus cache: trained on `data.tokenizer.training_sentences` of its lines."""
+    return train_sentencepiece(tokenizer_training_texts(corpus, config.training_sentences), config, vocab_size, required)
+
+
+def tokenizer_training_texts(corpus: CorpusCache, limit: int):
+    """About `limit` lines spread evenly over the corpus (SentencePiece input)."""
+    total_lines = int(corpus.doc_array("doc_lines").sum())
+    stride = max(1, total_lines // max(limit, 1))
+    index = 0
+    for text in corpus.iter_texts():
+        for line in text.split("\n"):
+            if index % stride == 0:
+                yield line
+            index += 1
 
 
 def char_tokenizer_from_counts(
@@ -155,7 +179,9 @@ def _sentencepiece_fix(message: str) -> str:
     return "Lower data.tokenizer.character_coverage or raise model.vocab_size."
 
 
-def _train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int, required: Sequence[str]) -> SentencePieceTokenizer:
+def train_sentencepiece(texts: Iterable[str], config: TokenizerConfig, vocab_size: int,
+                        required: Sequence[str] = ()) -> SentencePieceTokenizer:
+    """`config.kind` ("unigram" or "bpe", SentencePiece's model type) on `texts`; every `required` character gets its own id."""
     check_vocab_room(required, vocab_size, reserved_ids(config.byte_fallback))
     # radicals and parts as user symbols: pieces of their own, never merged into longer pieces
     symbols = part_symbols(required) & set(required) if getattr(config, "required_characters", "") == PARTS_SETTING else set()

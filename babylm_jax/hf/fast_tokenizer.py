@@ -1,5 +1,6 @@
 """Our tokenizer -> a Hugging Face fast tokenizer (tokenizer.json + config files) with the same ids.
 
+One entry per tokenizer kind in EXPORTS, keyed as `corpus.tokenizer_kinds.KINDS` (a test holds them equal):
 - SentencePiece unigram: a `tokenizers` Unigram over the model's pieces and scores.
 - SentencePiece BPE: a `tokenizers` BPE whose merges are every split of a piece into two
   pieces, ranked by the merged piece's score (SentencePiece merges the best-scoring pair).
@@ -23,10 +24,11 @@ Needs the `tokenizers` package (the "export" extra).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import sentencepiece as spm
 
@@ -58,12 +60,19 @@ def _saved_model(tokenizer: Any) -> tuple[dict, bytes]:
         return meta, (pathlib.Path(tmp) / meta["model_file"]).read_bytes()
 
 
-def _sentencepiece_model(tokenizers: Any, proto: bytes, kind: str, byte_fallback: bool) -> Any:
+def _pieces(proto: bytes) -> tuple[Any, list[str]]:
     sp = spm.SentencePieceProcessor(model_proto=proto)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    if kind == "unigram":
-        vocab = [(piece, sp.get_score(i)) for i, piece in enumerate(pieces)]
-        return tokenizers.models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=byte_fallback)
+    return sp, [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def _unigram_model(tokenizers: Any, proto: bytes, byte_fallback: bool) -> Any:
+    sp, pieces = _pieces(proto)
+    vocab = [(piece, sp.get_score(i)) for i, piece in enumerate(pieces)]
+    return tokenizers.models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=byte_fallback)
+
+
+def _bpe_model(tokenizers: Any, proto: bytes, byte_fallback: bool) -> Any:
+    sp, pieces = _pieces(proto)
     vocab = {piece: i for i, piece in enumerate(pieces)}
     mergeable = {p: i for i, p in enumerate(pieces) if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))}
     merges = []
@@ -95,11 +104,37 @@ def _isolate_unknown_characters(tokenizers: Any, proto: bytes) -> Any:
     return tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated")
 
 
-def _char_model(tokenizers: Any, tokenizer: Any) -> Any:
+def _decoder(tokenizers: Any, spaces: bool) -> Any:
+    """Byte pieces back to characters, and (SentencePiece kinds: `spaces`) U+2581 back to a space."""
+    steps = [tokenizers.decoders.ByteFallback(), tokenizers.decoders.Fuse()]
+    return tokenizers.decoders.Sequence(([tokenizers.decoders.Replace(SPACE, " ")] if spaces else []) + steps)
+
+
+def _sentencepiece_fast(tokenizers: Any, model: Any) -> Any:
+    fast = tokenizers.Tokenizer(model)
+    fast.normalizer = tokenizers.normalizers.Replace(" ", SPACE)
+    fast.decoder = _decoder(tokenizers, spaces=True)
+    return fast
+
+
+def _unigram_fast(tokenizers: Any, tokenizer: Any, model_file: bytes) -> Any:
+    fast = _sentencepiece_fast(tokenizers, _unigram_model(tokenizers, model_file, tokenizer.byte_fallback))
+    if tokenizer.byte_fallback:
+        fast.pre_tokenizer = _isolate_unknown_characters(tokenizers, model_file)
+    return fast
+
+
+def _bpe_fast(tokenizers: Any, tokenizer: Any, model_file: bytes) -> Any:
+    return _sentencepiece_fast(tokenizers, _bpe_model(tokenizers, model_file, tokenizer.byte_fallback))
+
+
+def _char_fast(tokenizers: Any, tokenizer: Any, model_file: bytes) -> Any:
     vocab = {tokenizer.id_to_piece(i): i for i in range(tokenizer.vocab_size)}
-    return tokenizers.models.BPE(
+    fast = tokenizers.Tokenizer(tokenizers.models.BPE(
         vocab, [], unk_token=SPECIAL_TOKENS["unk_token"][0], byte_fallback=tokenizer.byte_fallback, fuse_unk=False
-    )
+    ))
+    fast.decoder = _decoder(tokenizers, spaces=False)
+    return fast
 
 
 def _check_special_pieces(tokenizer: Any) -> None:
@@ -114,19 +149,12 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
     tokenizers = _import_tokenizers()
     meta, model_file = _saved_model(tokenizer)
     _check_special_pieces(tokenizer)
-    if meta["kind"] == "char":
-        fast = tokenizers.Tokenizer(_char_model(tokenizers, tokenizer))
-    elif meta["kind"] in ("unigram", "bpe"):
-        fast = tokenizers.Tokenizer(_sentencepiece_model(tokenizers, model_file, meta["kind"], meta["byte_fallback"]))
-        fast.normalizer = tokenizers.normalizers.Replace(" ", SPACE)
-        if meta["kind"] == "unigram" and meta["byte_fallback"]:
-            fast.pre_tokenizer = _isolate_unknown_characters(tokenizers, model_file)
-    else:
-        raise ValueError(f"tokenizer kind {meta['kind']!r} has no fast tokenizer (known: unigram, bpe, char; "
+    build = EXPORTS[meta["kind"]].fast
+    if build is None:
+        raise ValueError(f"tokenizer kind {meta['kind']!r} has no fast tokenizer (known: "
+                         f"{', '.join(kind for kind, export in EXPORTS.items() if export.fast)}; "
                          "the words kind exports the slow tokenizer of tokenizer_texts)")
-    decoders = tokenizers.decoders
-    steps = [decoders.ByteFallback(), decoders.Fuse()]
-    fast.decoder = decoders.Sequence(([decoders.Replace(SPACE, " ")] if meta["kind"] != "char" else []) + steps)
+    fast = build(tokenizers, tokenizer, model_file)
     single, pair = family_spec(family).framing.hf_templates()
     fast.post_processor = tokenizers.processors.TemplateProcessing(
         single=single, pair=pair, special_tokens=[(piece, i) for piece, i in SPECIAL_TOKENS.values()]
@@ -135,6 +163,12 @@ def build_fast_tokenizer(tokenizer: Any, family: str) -> Any:
         tokenizers.AddedToken(piece, special=True, normalized=False) for piece, _ in SPECIAL_TOKENS.values()
     ])
     return fast
+
+
+def _fast_tokenizer_files(tokenizer: Any, family: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A kind with a fast tokenizer: tokenizer.json, read by PreTrainedTokenizerFast."""
+    return ({"tokenizer_class": "PreTrainedTokenizerFast"},
+            {"tokenizer.json": build_fast_tokenizer(tokenizer, family).to_str(pretty=True)})
 
 
 def _word_tokenizer_files(tokenizer: Any, family: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -158,11 +192,7 @@ def tokenizer_texts(tokenizer: Any, family: str, max_len: int) -> dict[str, str]
     """File name -> text of the tokenizer's files: tokenizer.json (the "words" kind: vocab.json and its class's
     code), tokenizer_config.json and special_tokens_map.json."""
     _check_special_pieces(tokenizer)
-    if tokenizer.kind == "words":
-        own, files = _word_tokenizer_files(tokenizer, family)
-    else:
-        own = {"tokenizer_class": "PreTrainedTokenizerFast"}
-        files = {"tokenizer.json": build_fast_tokenizer(tokenizer, family).to_str(pretty=True)}
+    own, files = EXPORTS[tokenizer.kind].files(tokenizer, family)
     special = {attribute: piece for attribute, (piece, _) in SPECIAL_TOKENS.items()}
     config = {
         **own,
@@ -183,3 +213,21 @@ def tokenizer_texts(tokenizer: Any, family: str, max_len: int) -> dict[str, str]
         "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
         "special_tokens_map.json": json.dumps(special, ensure_ascii=False, indent=2),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerExport:
+    """How one tokenizer kind is exported: the files beside the model (`files(tokenizer, family)` -> tokenizer_config.json's
+    own keys, file name -> text) and, for a kind `tokenizers` can express, its fast tokenizer without the framing
+    (`fast(tokenizers, tokenizer, model_file)`: model, normalizer, pre-tokenizer, decoder)."""
+
+    files: Callable[[Any, str], tuple[dict[str, Any], dict[str, str]]] = _fast_tokenizer_files
+    fast: Callable[[Any, Any, bytes], Any] | None = None
+
+
+EXPORTS: dict[str, TokenizerExport] = {  # a key of corpus.tokenizer_kinds.KINDS -> its export
+    "unigram": TokenizerExport(fast=_unigram_fast),
+    "bpe": TokenizerExport(fast=_bpe_fast),
+    "char": TokenizerExport(fast=_char_fast),
+    "words": TokenizerExport(files=_word_tokenizer_files),  # jieba cuts, which `tokenizers` cannot: the slow class
+}

@@ -33,7 +33,7 @@ from absl import logging
 
 from babylm_jax.core import remote, rundir
 from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
-from babylm_jax.corpus.tokenizer import load_tokenizer
+from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.loaded import LoadedModel
 from babylm_jax.training import disk_space
