@@ -248,11 +248,12 @@ def test_a_stop_wrapped_in_a_library_s_error_still_exits_as_the_stop(capsys):
     import signal as signals
 
     from babylm_jax.config import cli as cli_module
+    from babylm_jax.core.stops import Stopped
 
     def work():
         try:
-            raise cli_module.Stopped(signals.SIGINT, "stopped by SIGINT; nothing half-written is kept")
-        except cli_module.Stopped as stop:
+            raise Stopped(signals.SIGINT, "stopped by SIGINT; nothing half-written is kept")
+        except Stopped as stop:
             raise ValueError("Exception raised while checking equality of metadata fields of pytree") from stop
 
     with pytest.raises(SystemExit) as exited:

@@ -17,6 +17,7 @@ from fixtures.data import synthetic
 from fixtures.run import make_run
 
 from babylm_jax.config import cli
+from babylm_jax.core.stops import Stopped
 
 pytestmark = pytest.mark.slow  # every test runs a command in a subprocess and signals it
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slow  # every test runs a command in a subprocess and s
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):
     def stopped():
-        raise cli.Stopped(signum, f"stopped by {signal.Signals(signum).name}; nothing half-written is kept")
+        raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; nothing half-written is kept")
 
     with pytest.raises(SystemExit) as exit_info:
         cli.report_errors("evaluate", stopped)

@@ -8,8 +8,8 @@ import pathlib
 
 import pytest
 
-from babylm_jax.training import step_anatomy
-from babylm_jax.training.hlo_program import parse_instruction, parse_module
+from babylm_jax.tools import step_anatomy
+from babylm_jax.tools.hlo_program import parse_instruction, parse_module
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "cuda_scan_sort.hlo.txt"
 

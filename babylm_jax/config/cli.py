@@ -36,9 +36,8 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from babylm_jax.config.files import ConfigFileError, load_config_file
-from babylm_jax.config.stops import (COMPILE, INSISTING, STOP_SIGNALS, Stopped, stop_behind,  # noqa: F401
-                                     stop_exit_status, stop_on_signals, stop_when_safe, unsafe_to_stop)
 from babylm_jax.core import platforms
+from babylm_jax.core.stops import STOP_SIGNALS, Stopped, stop_behind, stop_on_signals
 
 EXIT_USER_ERROR = 2
 

@@ -20,8 +20,8 @@ does not describe also names its own modelling file beside it.
 from __future__ import annotations
 
 import dataclasses
-import enum
 
+from babylm_jax.core.enums import StrictEnum
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID, Framing
 
 DECODER = Framing(BOS_ID, EOS_ID, causal=True)
@@ -30,7 +30,7 @@ CAUSAL_LM = ("AutoModelForCausalLM", "BabyLMForCausalLM")  # (Auto class, class 
 MASKED_LM = ("AutoModelForMaskedLM", "BabyLMForMaskedLM")
 
 
-class Scoring(enum.Enum):
+class Scoring(StrictEnum):
     """How a family's model scores a sentence (eval.zero_shot.scoring); the value names it in results."""
 
     CAUSAL = "causal"  # the sum of next-token log-probs

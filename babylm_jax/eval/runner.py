@@ -6,7 +6,7 @@ import pathlib
 import time
 from typing import Callable, Sequence
 
-from babylm_jax.config.cli import Stopped
+from babylm_jax.core.stops import Stopped
 from babylm_jax.eval.finetune import classifier
 from babylm_jax.eval.fmri import encoding
 from babylm_jax.eval.zero_shot import minimal_pairs

@@ -14,9 +14,9 @@ import os
 import pathlib
 from typing import Any, Callable, Sequence
 
-from babylm_jax.config.cli import Stopped
 from babylm_jax.core import rundir
 from babylm_jax.core.families import family_spec
+from babylm_jax.core.stops import Stopped
 from babylm_jax.config import finetune_protocols as protocols
 from babylm_jax.eval import milestone_curves, runner
 from babylm_jax.eval.zero_shot import scoring

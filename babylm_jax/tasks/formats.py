@@ -13,11 +13,12 @@ every prepared zero-shot file); `pair_fields` reads each row in its own shape.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Mapping
 
+from babylm_jax.core.enums import StrictEnum
 
-class FileFormat(enum.Enum):
+
+class FileFormat(StrictEnum):
     """A fine-tuning task's file format (`FinetuneSpec.reader`); its reader is `tasks.readers.READERS[format]`."""
 
     ROWS = "rows"  # one JSON object a line, the row's text fields in order

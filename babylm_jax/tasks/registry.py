@@ -12,17 +12,17 @@ nothing of evaluation.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import pathlib
 from typing import Iterator
 
+from babylm_jax.core.enums import StrictEnum
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.formats import FileFormat, RowFields
 
 SPLITS = ("train", "dev")  # a fine-tuning task's splits; dev is scored
 
 
-class TaskRunner(enum.Enum):
+class TaskRunner(StrictEnum):
     """Which runner scores a task (`TaskSpec.runner`); its function is `eval.runner.RUNNERS[runner]`."""
 
     MINIMAL_PAIRS = "minimal_pairs"

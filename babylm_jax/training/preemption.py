@@ -11,7 +11,7 @@
 TPU pods and cluster schedulers preempt jobs with SIGTERM; Ctrl-C sends SIGINT. A second
 SIGINT while the last checkpoint is being written waits for it (a third one is the
 default: it kills). Exit status: 128 + the signal's number, 143 after SIGTERM and 130 after
-SIGINT, as shells report a command a signal ended (`cli.stop_exit_status`).
+SIGINT, as shells report a command a signal ended (`core.stops.stop_exit_status`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from babylm_jax.config.cli import STOP_SIGNALS as SIGNALS, Stopped, stop_when_safe
+from babylm_jax.core.stops import STOP_SIGNALS as SIGNALS, Stopped, stop_when_safe
 
 AGREE_EVERY_STEPS = 10  # multi-process runs: how often the processes agree on a stop (a host sync)
 

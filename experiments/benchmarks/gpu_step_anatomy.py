@@ -41,11 +41,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.config.files import load_config_file  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.training import aot_report, compiled, devices, step_anatomy  # noqa: E402
-from babylm_jax.training.hlo_program import parse_module  # noqa: E402
+from babylm_jax.tools import step_anatomy  # noqa: E402
+from babylm_jax.tools.hlo_program import parse_module  # noqa: E402
+from babylm_jax.training import aot_report, compiled, devices  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# The H200's measured steps (experiments/README.md, "The first H200 run"), rows of 512, and the settings
+# The H200's measured steps (experiments/README.md, "GPU step anatomy": the first H200 run), rows of 512, and the settings
 # the recipes had then: the calibration compiles these, whatever the recipes say now.
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
 AS_MEASURED = {

@@ -37,11 +37,12 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # conditions.py, when a test loads this file
 from conditions import Conditions  # noqa: E402
 from babylm_jax.config.files import load_config_file  # noqa: E402
-from babylm_jax.core.families import family_spec  # noqa: E402
+from babylm_jax.core.families import Scoring, family_spec  # noqa: E402
 from babylm_jax.corpus.tokenizer import CharTokenizer  # noqa: E402
-from babylm_jax.eval.zero_shot import minimal_pairs, scoring
+from babylm_jax.eval.zero_shot import minimal_pairs, scoring  # noqa: E402
 from babylm_jax.tasks import registry as tasks  # noqa: E402
 from babylm_jax.config.evaluation import default_settings  # noqa: E402
 from babylm_jax.config.model import ModelConfig  # noqa: E402
@@ -95,7 +96,13 @@ def best_time(repeats: int, fn, *args):
     return out, best
 
 
-def official_scores(hf_model, inputs: list[list[int]], variant: str, mask_id: int, pad_id: int,
+def scored_units(inputs: list[list[int]], variant: Scoring) -> list[int]:
+    """The lengths of the units a kernel runs: each sentence once (causal), one masked copy per
+    token between the framing's two specials (PLL)."""
+    return [len(x) for x in inputs] if variant is Scoring.CAUSAL else [len(x) for x in inputs for _ in x[2:]]
+
+
+def official_scores(hf_model, inputs: list[list[int]], variant: Scoring, mask_id: int, pad_id: int,
                     batch_size: int = 64) -> np.ndarray:
     """Sentence scores computed as the official pipeline computes them (compute_results.py):
     causal, `batch_size` sentences a forward, right-padded, full log-softmax, targets gathered
@@ -113,7 +120,7 @@ def official_scores(hf_model, inputs: list[list[int]], variant: str, mask_id: in
 
     scores = []
     with torch.no_grad():
-        if variant == "causal":
+        if variant is Scoring.CAUSAL:
             for start in range(0, len(inputs), batch_size):
                 rows = inputs[start:start + batch_size]
                 tokens, mask = padded(rows)
@@ -138,6 +145,16 @@ def official_scores(hf_model, inputs: list[list[int]], variant: str, mask_id: in
             log_probs = torch.log_softmax(masked_logits, dim=-1)
             reads.append(torch.gather(log_probs, -1, torch.tensor(targets[start:start + batch_size])[:, None])[:, 0])
         return np.bincount(owner, weights=torch.cat(reads).double().numpy(), minlength=len(inputs))
+
+
+def official_comparison(scorer: scoring.SentenceScorer, hf_model, inputs: list[list[int]], tokenizer,
+                        timed=lambda fn, *args: best_time(1, fn, *args)) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The official scorer's and the kernel's scores of the same `inputs` and their seconds
+    (`timed(fn, *args)` -> (output, seconds)): (official, kernel, official_s, kernel_s)."""
+    pad_id = tokenizer.eos_id if scorer.variant is Scoring.CAUSAL else tokenizer.cls_id  # as the pipeline pads
+    theirs, official_s = timed(official_scores, hf_model, inputs, scorer.variant, tokenizer.mask_id, pad_id)
+    ours, kernel_s = timed(scorer.score, inputs)
+    return np.asarray(theirs), np.asarray(ours), official_s, kernel_s
 
 
 def export_for_torch(model: Transformer, params: dict, tokenizer, directory: str):
@@ -189,8 +206,8 @@ def main() -> None:
         num_pairs = len(inputs) // 2
         _, compile_s = best_time(1, scorer.score, inputs)  # compiles
         fast, seconds = peak_and_time(scorer.score, inputs)
-        units = [len(x) for x in inputs] if variant == "causal" else [len(x) for x in inputs for _ in x[2:]]
-        useful_flops = forward_flops(model.config, units, scorer.last_reads, causal=variant == "causal")
+        units = scored_units(inputs, variant)
+        useful_flops = forward_flops(model.config, units, scorer.last_reads, causal=variant is Scoring.CAUSAL)
         rates[family], flops_per_s[family] = num_pairs / seconds, useful_flops / seconds
         print(f"{family}: {rates[family]:.1f} pairs/s ({num_pairs} pairs in {seconds:.2f}s, first call "
               f"{compile_s:.2f}s, compiles {scorer.num_compiles}); real/padded tokens "
@@ -199,11 +216,9 @@ def main() -> None:
         hf_model = export_for_torch(model, params, tokenizer, export_dir.name)
         if hf_model is not None:
             subset = inputs[: 2 * min(num_pairs, args.official_pairs if family == "causal" else args.official_pll_pairs)]
-            pad_id = tokenizer.eos_id if family == "causal" else tokenizer.cls_id  # as the pipeline pads
-            theirs, official_s = peak_and_time(official_scores, hf_model, subset, variant, tokenizer.mask_id, pad_id)
-            ours, kernel_s = peak_and_time(scorer.score, subset)
-            official[variant] = official_s / kernel_s
-            print(f"official scorer ({variant}, PyTorch, {torch_threads()} threads): {len(subset) / 2 / official_s:.1f} "
+            theirs, ours, official_s, kernel_s = official_comparison(scorer, hf_model, subset, tokenizer, peak_and_time)
+            official[variant.value] = official_s / kernel_s
+            print(f"official scorer ({variant.value}, PyTorch, {torch_threads()} threads): {len(subset) / 2 / official_s:.1f} "
                   f"pairs/s against the kernel's {len(subset) / 2 / kernel_s:.1f} on the same {len(subset) // 2} pairs; "
                   f"max |kernel - official| = {float(np.abs(theirs - ours).max()):.2e}")
         if family == "causal":

@@ -17,7 +17,7 @@ import re
 from collections import defaultdict
 from typing import Iterable
 
-from babylm_jax.training.hlo_program import Array, Computation, Instruction, Module
+from babylm_jax.tools.hlo_program import Array, Computation, Instruction, Module
 
 # Free on a GPU: no kernel (aliases, tuples, metadata) or run on the host.
 FREE = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all", "partition-id", "replica-id",

@@ -5,7 +5,8 @@
 
 A signal that finds the main thread in an XLA compile, an import or other JAX code waits for it
 (`stop_when_safe`), and a stop raised where Python ignores exceptions (a weakref or garbage-collection
-callback, a __del__) is sent again (`_stop_ignored`): a stop is never lost. `cli` re-exports these names.
+callback, a __del__) is sent again (`_stop_ignored`): a stop is never lost. `config.cli` installs it for every
+command; `training.preemption` defers it to a step boundary; `eval` keeps the tasks finished before it.
 """
 from __future__ import annotations
 
