@@ -20,6 +20,7 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import MeshConfig, TrainConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
+from babylm_jax.model.loss import loss_chunk
 from babylm_jax.model.objectives import Batch, LossSettings, MaskingConfig
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import sharding
@@ -84,9 +85,16 @@ def step_platform(platform: str | None = None) -> str:
 
 def loss_settings(config: RunConfig, masking: MaskingConfig, platform: str | None = None,
                   groups: int | None = None) -> LossSettings:
-    """The train step's loss settings, for `platform` (loss chunks; default: this backend) and
-    `groups` row groups (default: the mesh's)."""
-    return LossSettings.from_run_config(config, masking, step_platform(platform), groups or row_groups(config.mesh))
+    """The train step's loss settings: `config.train`'s, loss chunks for `platform` (`loss.loss_chunk`;
+    default: this backend), `groups` row groups (default: the mesh's), dropout where model.dropout asks
+    for it, the sum where train.grad_accum_steps accumulates."""
+    train = config.train
+    return LossSettings(masking=masking, hybrid_causal_share=train.hybrid_causal_share,
+                        max_mask_rate=max(train.mask_rate, train.mask_rate_final), z_loss=train.z_loss,
+                        deterministic=config.model.dropout == 0.0,
+                        chunk=loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk),
+                        logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=groups or row_groups(config.mesh),
+                        summed=train.grad_accum_steps > 1)
 
 
 def make_train_step(config: RunConfig, model: Transformer, optimizer: optax.GradientTransformation,
