@@ -15,7 +15,8 @@ from babylm_jax.training import run
 from babylm_jax.training.checkpoints import word_milestones
 from babylm_jax.training.step import make_train_step, seq_len_at, step_key
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
-from babylm_jax.training.state import TrainState, boxed_init_fn, build_model, make_train_optimizer
+from babylm_jax.training.optimizer import make_train_optimizer
+from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
 
