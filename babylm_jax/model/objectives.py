@@ -171,11 +171,12 @@ def compute_loss(model: Transformer, params: Any, batch: Batch, rng: jax.Array, 
                                settings.z_loss, settings.chunk, settings.logits_dtype)
     loss = loss_sum / jnp.maximum(count, 1.0)
     metrics = {"loss": loss, "predicted_tokens": count, "lm_loss_sum": loss_sum}
-    if aux_objective is not None:
-        aux_sum, metrics["aux"] = aux_objective.loss(
-            params, hidden_BxLxD, *aux_objective.positions(tokens, segment_ids, targets, weights))
-        loss_sum = loss_sum + aux_sum
-    return loss_sum if settings.summed else loss_sum / jnp.maximum(count, 1.0), metrics
+    if aux_objective is None:
+        return loss_sum if settings.summed else loss, metrics
+    aux_sum, metrics["aux"] = aux_objective.loss(
+        params, hidden_BxLxD, *aux_objective.positions(tokens, segment_ids, targets, weights))
+    total = loss_sum + aux_sum  # the heads' sums are divided by the predicted tokens too
+    return total if settings.summed else total / jnp.maximum(count, 1.0), metrics
 
 
 Rngs = tuple[jax.Array, jax.Array]  # (mask key, corruption key)
