@@ -35,7 +35,7 @@ from babylm_jax.core import outputs, remote, rundir
 from babylm_jax.eval import session
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.config.evaluation import DEFAULT_CONFIG, EvalSettings
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 from babylm_jax.tasks import layout
 from babylm_jax.tasks import registry as tasks_lib
 

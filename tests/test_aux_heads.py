@@ -97,7 +97,8 @@ def test_positions_follow_the_language_model_or_the_input():
 def test_zero_weights_are_no_head_and_heads_add_to_the_summed_loss(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     assert aux_heads.AuxHeadsConfig.from_config(RunConfig.from_config(config).train) is None  # base.py: every weight 0
-    from babylm_jax.training.state import boxed_init_fn, build_model, make_train_optimizer
+    from babylm_jax.training.optimizer import make_train_optimizer
+    from babylm_jax.training.state import boxed_init_fn, build_model
     plain_run = RunConfig.from_config(config)
     model, optimizer = build_model(plain_run.model), make_train_optimizer(plain_run.train)
     plain = boxed_init_fn(plain_run, model, optimizer)(jax.random.key(0)).params

@@ -9,7 +9,8 @@ import pytest
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model.transformer import count_params
-from babylm_jax.training.state import abstract_state, make_schedule
+from babylm_jax.training.optimizer import make_schedule
+from babylm_jax.training.state import abstract_state
 from babylm_jax.training.step import seq_len_at
 
 CONFIG_DIR = pathlib.Path(__file__).parents[1] / "configs"

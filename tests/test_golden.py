@@ -18,7 +18,8 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
-from babylm_jax.training.state import boxed_init_fn, build_model, make_train_optimizer
+from babylm_jax.training.optimizer import make_train_optimizer
+from babylm_jax.training.state import boxed_init_fn, build_model
 from babylm_jax.training.step import make_train_step
 
 GOLDEN = pathlib.Path(__file__).parent / "fixtures" / "golden_step.json"

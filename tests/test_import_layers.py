@@ -110,6 +110,14 @@ def test_a_room_imports_only_its_own_and_lower_rooms(room):
     assert not upward, f"imports of higher rooms: {upward}"
 
 
+def test_the_model_reads_no_run_config():
+    """The model code takes plain settings (`objectives.LossSettings`, `config.model.ModelConfig`); the
+    training code builds them from the run's config, which never goes down into model/."""
+    readers = sorted(name for name, targets in import_graph().items()
+                     if name.startswith("babylm_jax.model.") and "babylm_jax.config.schema" in targets)
+    assert not readers, f"model modules that import the run config (babylm_jax.config.schema): {readers}"
+
+
 def folders() -> list[pathlib.Path]:
     """The package's folder (the command modules), every room's and every sub-room's."""
     return sorted({PACKAGE, *(init.parent for init in PACKAGE.rglob("__init__.py"))})

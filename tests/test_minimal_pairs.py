@@ -15,7 +15,7 @@ from babylm_jax.tasks import registry as tasks
 from babylm_jax.config.evaluation import ScoringSettings, default_settings
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "minimal_pairs"
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from babylm_jax.model import attention, layers, objectives
+from babylm_jax.model.loss import cross_entropy, projected_cross_entropy
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.model.transformer import Transformer
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
@@ -192,10 +193,10 @@ def test_projected_cross_entropy_equals_full_logits_in_value_and_gradients(z_los
     weights = (jax.random.uniform(k[3], (100,)) < 0.6).astype(jnp.float32)
 
     def full(x, embed):
-        return objectives.cross_entropy((x @ embed.T)[None], targets[None], weights[None], z_loss)[0]
+        return cross_entropy((x @ embed.T)[None], targets[None], weights[None], z_loss)[0]
 
     def chunked(x, embed, groups):  # 4 chunks of 32 rows, 28 of them padding; or 4 blocks of 25 rows, one chunk of 32 each
-        return objectives.projected_cross_entropy(x, embed, targets, weights, z_loss, 32, groups)
+        return projected_cross_entropy(x, embed, targets, weights, z_loss, 32, groups)
 
     for groups in (1, 4):
         assert float(jax.jit(chunked, static_argnums=2)(x, embed, groups)) == pytest.approx(float(full(x, embed)), rel=1e-5)
@@ -220,7 +221,7 @@ def _full_logits_loss(model, params, batch, rng, mask_rate, causal_rows, z_loss)
         weights = jnp.where(causal[:, None], clm_weights, weights)
     inputs = objectives.corrupt(corrupt_rng, tokens, masked, MASKING)
     logits = model.apply(params, inputs, segment_ids, batch["positions"], causal)
-    loss_sum, count = objectives.cross_entropy(logits, targets, weights, z_loss)
+    loss_sum, count = cross_entropy(logits, targets, weights, z_loss)
     return loss_sum / count
 
 

@@ -13,7 +13,7 @@ from babylm_jax.config import training as train_schema
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import TrainConfig
 from babylm_jax.eval.finetune import classifier
-from babylm_jax.training import state
+from babylm_jax.training.optimizer import OPTAX_OPTIMIZERS, effective_warmup, make_schedule, make_train_optimizer
 from babylm_jax.training.state import build_model
 
 
@@ -25,7 +25,7 @@ def train_config(**overrides) -> TrainConfig:
 
 
 def test_cosine_warms_up_then_decays_to_the_floor():
-    schedule = state.make_schedule(train_config())
+    schedule = make_schedule(train_config())
     assert float(schedule(0)) == 0.0 and float(schedule(5)) == pytest.approx(0.5)
     assert float(schedule(10)) == pytest.approx(1.0)
     assert float(schedule(55)) == pytest.approx(0.55, abs=1e-6)  # halfway down the cosine: (1 + 0.1) / 2
@@ -33,7 +33,7 @@ def test_cosine_warms_up_then_decays_to_the_floor():
 
 
 def test_warmup_stable_decay():
-    schedule = state.make_schedule(train_config(schedule="wsd"))
+    schedule = make_schedule(train_config(schedule="wsd"))
     assert float(schedule(5)) == pytest.approx(0.5)
     assert [float(schedule(s)) for s in (10, 40, 80)] == pytest.approx([1.0, 1.0, 1.0])  # stable until 80
     assert float(schedule(90)) == pytest.approx(0.55)  # linear decay over the last 20 steps
@@ -41,11 +41,11 @@ def test_warmup_stable_decay():
 
 
 def test_short_runs_shorten_the_warmup():
-    assert state.effective_warmup(train_config(num_steps=20, warmup_steps=30)) == 2
+    assert effective_warmup(train_config(num_steps=20, warmup_steps=30)) == 2
 
 
 def test_the_schema_and_the_optimizers_name_the_same_optimizers():
-    assert tuple(state.OPTAX_OPTIMIZERS) == train_schema.OPTIMIZERS
+    assert tuple(OPTAX_OPTIMIZERS) == train_schema.OPTIMIZERS
 
 
 def _model_params(scan_layers: bool) -> dict:
@@ -77,7 +77,7 @@ def test_finetuning_decays_every_parameter_as_torch_adamw_does():
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_weight_decay_reaches_matmul_kernels_only(name, scan_layers):
     params = _model_params(scan_layers)
-    optimizer = state.make_train_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
+    optimizer = make_train_optimizer(train_config(optimizer=name, warmup_steps=0, weight_decay=0.5))
     decayed = _decayed_leaves(optimizer, params)
     kernels = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
                if jax.tree_util.keystr(p).endswith("['kernel']")}

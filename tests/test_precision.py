@@ -11,8 +11,8 @@ import pytest
 from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.model import objectives
 from babylm_jax.config.model import ModelConfig
+from babylm_jax.model.loss import LOSS_CHUNK, cross_entropy, loss_chunk, projected_cross_entropy
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import loop
 
@@ -49,11 +49,11 @@ def test_bf16_loss_matmuls_take_bf16_and_accumulate_in_float32():
     targets, weights = jnp.asarray(rng.integers(0, 50, 40)), jnp.ones((40,))
 
     def loss(x, embed, dtype):
-        return objectives.projected_cross_entropy(x, embed, targets, weights, 0.0, 16, 1, dtype)
+        return projected_cross_entropy(x, embed, targets, weights, 0.0, 16, 1, dtype)
 
     dots = _dots(jax.grad(lambda x, e: loss(x, e, jnp.bfloat16), (0, 1)), x, embed)
     assert len(dots) >= 3 and all(d == (("bfloat16", "bfloat16"), "float32") for d in dots), dots
-    exact, _ = objectives.cross_entropy(x @ embed.T, targets, weights)
+    exact, _ = cross_entropy(x @ embed.T, targets, weights)
     np.testing.assert_allclose(loss(x, embed, jnp.bfloat16), exact, rtol=1e-2)
     np.testing.assert_allclose(loss(x, embed, jnp.float32), exact, rtol=1e-5)
     bf16_grads = jax.grad(lambda x, e: loss(x, e, jnp.bfloat16), (0, 1))(x, embed)
@@ -64,11 +64,11 @@ def test_bf16_loss_matmuls_take_bf16_and_accumulate_in_float32():
 
 
 def test_loss_chunks_fit_each_backend():
-    assert objectives.loss_chunk("cpu", 6000) == objectives.LOSS_CHUNK == 256
-    assert objectives.loss_chunk("cuda", 16_384) == 4096  # 4096 x 16,384 f32 logits = 256 MB
-    assert objectives.loss_chunk("tpu", 32_768) == 2048
-    assert objectives.loss_chunk("cuda", 64) == 16_384 and objectives.loss_chunk("cuda", 10**6) == 1024
-    assert objectives.loss_chunk("cuda", 16_384, configured=512) == 512
+    assert loss_chunk("cpu", 6000) == LOSS_CHUNK == 256
+    assert loss_chunk("cuda", 16_384) == 4096  # 4096 x 16,384 f32 logits = 256 MB
+    assert loss_chunk("tpu", 32_768) == 2048
+    assert loss_chunk("cuda", 64) == 16_384 and loss_chunk("cuda", 10**6) == 1024
+    assert loss_chunk("cuda", 16_384, configured=512) == 512
 
 
 @pytest.mark.slow

@@ -10,11 +10,13 @@ from conftest import tiny_config
 
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.model import objectives
+from babylm_jax.model.loss import projected_cross_entropy
 from babylm_jax.training import run
 from babylm_jax.training.checkpoints import word_milestones
 from babylm_jax.training.step import make_train_step, seq_len_at, step_key
 from fixtures.layer_params import stack_layer_params, unstack_layer_params
-from babylm_jax.training.state import TrainState, boxed_init_fn, build_model, make_train_optimizer
+from babylm_jax.training.optimizer import make_train_optimizer
+from babylm_jax.training.state import TrainState, boxed_init_fn, build_model
 
 MASKING = objectives.MaskingConfig(mask_id=4, vocab_size=64, special_ids=(0, 1, 2, 3, 4, 5, 6))
 
@@ -155,7 +157,7 @@ def test_bfloat16_loss_logits_keep_the_loss_and_gradient_close():
     weights = jnp.ones(96)
 
     def loss(dtype):
-        return jax.value_and_grad(objectives.projected_cross_entropy, argnums=(0, 1))(
+        return jax.value_and_grad(projected_cross_entropy, argnums=(0, 1))(
             x, embed, targets, weights, 0.0, 32, 1, jnp.float32, dtype)
 
     (exact, (gx, ge)), (rounded, (rx, re_)) = loss(jnp.float32), loss(jnp.bfloat16)

@@ -144,7 +144,8 @@ def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, t
 
 def test_fsdp_shards_parameters(tiny_corpus_dir):
     from babylm_jax.training import sharding
-    from babylm_jax.training.state import boxed_init_fn, make_train_optimizer
+    from babylm_jax.training.optimizer import make_train_optimizer
+    from babylm_jax.training.state import boxed_init_fn
 
     config = tiny_config(tiny_corpus_dir)
     config.mesh.update(num_devices=8, fsdp=4)

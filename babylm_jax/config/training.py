@@ -104,7 +104,7 @@ class TrainConfig:
     # ((start_share, seq_len), ...): rows split to shorter lengths
     seq_len_curriculum: tuple[tuple[float, int], ...] = ()
     allow_schedule_change: bool = False  # resuming with other num_steps, warmup, schedule, lr, ...: refused unless True
-    # rows per chunk of the loss; 0 = per backend (model.objectives.loss_chunk: CPU 256; GPU/TPU ~256 MB of f32 logits)
+    # rows per chunk of the loss; 0 = per backend (model.loss.loss_chunk: CPU 256; GPU/TPU ~256 MB of f32 logits)
     loss_chunk: int = 0
     aux_heads: AuxHeadsSettings = AuxHeadsSettings()
     # Where metrics go besides metrics.jsonl (always written): "tensorboard" (pip install -e

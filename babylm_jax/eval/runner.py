@@ -12,7 +12,7 @@ from babylm_jax.eval.fmri import encoding
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.config.evaluation import EvalSettings
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 from babylm_jax.tasks.registry import TaskRunner, TaskSpec
 
 Runner = Callable[[TaskSpec, LoadedModel, pathlib.Path, EvalSettings], TaskResult]

@@ -23,7 +23,7 @@ from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval import results as results_lib
 from babylm_jax.eval.run_log import RunLog
 from babylm_jax.config.evaluation import EvalSettings
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 from babylm_jax.tasks import layout
 from babylm_jax.tasks.registry import TaskSpec, get_task
 

@@ -30,6 +30,7 @@ from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training import compiled, metrics, sharding, state
 from babylm_jax.training.devices import GPUS, cuda_device, memory_bytes
+from babylm_jax.training.optimizer import make_train_optimizer
 from babylm_jax.training.step import make_masking, make_train_step, step_key
 
 PLATFORMS = ("cuda", "tpu")
@@ -66,7 +67,7 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     """The train step at rows of `length` for one CUDA GPU, on abstract inputs (placed on the
     compile-only `device` when given)."""
     model = state.build_model(config.model, platform="cuda")
-    optimizer = state.make_train_optimizer(config.train)
+    optimizer = make_train_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
     step = make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
@@ -216,7 +217,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     mesh = sharding.make_mesh(config.mesh, devices)
     sharding.check_batch_size(config.train.batch_size, mesh)
     model = state.build_model(config.model, platform="tpu")
-    optimizer = state.make_train_optimizer(config.train)
+    optimizer = make_train_optimizer(config.train)
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
     step = make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",

@@ -35,7 +35,7 @@ from babylm_jax.core import remote, rundir
 from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
 from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 from babylm_jax.training import disk_space
 from babylm_jax.training.run_config import CheckpointError, load_run_config
 from babylm_jax.training.state import TrainState, abstract_state, state_bytes

@@ -17,8 +17,8 @@ from typing import Any
 import jax
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.model import objectives
 from babylm_jax.model.attention import platform_of
+from babylm_jax.model.loss import loss_chunk
 from babylm_jax.training.state import build_model
 
 
@@ -36,7 +36,7 @@ def describe_backend(config: RunConfig) -> str:
     devices = jax.devices()
     platform = platform_of(jax.default_backend())
     attention = build_model(config.model, platform).config.attention
-    chunk = objectives.loss_chunk(platform, config.model.vocab_size, config.train.loss_chunk)
+    chunk = loss_chunk(platform, config.model.vocab_size, config.train.loss_chunk)
     return (f"JAX {jax.__version__}, backend {jax.default_backend()}: {len(devices)} x {devices[0].device_kind}"
             f" ({jax.process_count()} process(es)); attention {attention}, loss chunks of {chunk} rows, "
             f"model.dtype {config.model.dtype}")

@@ -21,7 +21,7 @@ from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.preparation import open_prepared, prepare_corpus
 from babylm_jax.corpus import hanzi_labels
 from babylm_jax.corpus import run_inputs
-from babylm_jax.model import attention, aux_heads, objectives
+from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
@@ -31,7 +31,8 @@ from babylm_jax.training.checkpoints import Checkpointer
 from babylm_jax.training.metrics import trim_metrics
 from babylm_jax.training.run_config import (check_config, moved_corpus, moved_corpus_line,
                                             schedule_change_line, write_run_config)
-from babylm_jax.training.state import TrainState, make_train_optimizer, sharded_init
+from babylm_jax.training.optimizer import make_train_optimizer
+from babylm_jax.training.state import TrainState, build_model, sharded_init
 from babylm_jax.training.step import make_masking
 
 
@@ -83,7 +84,7 @@ def maybe_initialize_distributed(dist: DistributedConfig) -> None:
 def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh, optax.GradientTransformation]:
     """The model, mesh and optimizer of the run, checked against the devices, the processes and the
     writers' packages before any work."""
-    model = Transformer(attention.for_platform(run_config.model, attention.platform_of(jax.default_backend())))
+    model = build_model(run_config.model)
     devices = sharding.run_devices(run_config.mesh, jax.devices()) if jax.process_count() == 1 else None
     mesh = sharding.make_mesh(run_config.mesh, devices)
     train = run_config.train

@@ -25,7 +25,7 @@ from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
 from babylm_jax.core.rundir import checkpoint_steps
-from babylm_jax.training.state import make_schedule
+from babylm_jax.training.optimizer import make_schedule
 
 # Keys that must match to resume: they change what the state or the data stream means.
 RESUME_KEYS = ("model", "data", "train.batch_size", "train.seq_len", "train.seed", "train.optimizer", "train.ema_decay",

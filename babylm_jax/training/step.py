@@ -1,5 +1,7 @@
-"""The jitted steps: the train step (gradient accumulation, the optimizer update, EMA), the eval step,
-and the curricula over a run's steps (its row length and masking rate at a step).
+"""The jitted steps: the train step (the loss and its gradient, with accumulation, then the optimizer
+update of `optimizer.apply_update`), the eval step, the loss settings they build from the run's config
+(`loss_settings`: the model code reads no RunConfig), and the curricula over a run's steps (its row
+length and masking rate at a step).
 
     step = make_train_step(config, model, optimizer, masking, length)   # (state, batch, rng) -> (state, metrics)
     eval_step = make_eval_step(config, model, masking)                   # (params, batch) -> (loss sum, tokens)
@@ -20,10 +22,12 @@ from babylm_jax.config.schema import RunConfig
 from babylm_jax.config.training import MeshConfig, TrainConfig
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.attention import platform_of
+from babylm_jax.model.loss import loss_chunk
 from babylm_jax.model.objectives import Batch, LossSettings, MaskingConfig
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.training import sharding
-from babylm_jax.training.state import TrainState, make_schedule
+from babylm_jax.training.optimizer import apply_update, make_schedule
+from babylm_jax.training.state import TrainState
 
 TrainStep = Callable[[TrainState, Batch, jax.Array], tuple[TrainState, dict[str, jax.Array]]]  # (state, batch, rng)
 EvalStep = Callable[[Any, Batch], tuple[jax.Array, jax.Array]]  # (params, batch) -> (summed loss, predicted tokens)
@@ -84,9 +88,16 @@ def step_platform(platform: str | None = None) -> str:
 
 def loss_settings(config: RunConfig, masking: MaskingConfig, platform: str | None = None,
                   groups: int | None = None) -> LossSettings:
-    """The train step's loss settings, for `platform` (loss chunks; default: this backend) and
-    `groups` row groups (default: the mesh's)."""
-    return LossSettings.from_run_config(config, masking, step_platform(platform), groups or row_groups(config.mesh))
+    """The train step's loss settings: `config.train`'s, loss chunks for `platform` (`loss.loss_chunk`;
+    default: this backend), `groups` row groups (default: the mesh's), dropout where model.dropout asks
+    for it, the sum where train.grad_accum_steps accumulates."""
+    train = config.train
+    return LossSettings(masking=masking, hybrid_causal_share=train.hybrid_causal_share,
+                        max_mask_rate=max(train.mask_rate, train.mask_rate_final), z_loss=train.z_loss,
+                        deterministic=config.model.dropout == 0.0,
+                        chunk=loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk),
+                        logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=groups or row_groups(config.mesh),
+                        summed=train.grad_accum_steps > 1)
 
 
 def make_train_step(config: RunConfig, model: Transformer, optimizer: optax.GradientTransformation,
@@ -141,17 +152,6 @@ def make_train_step(config: RunConfig, model: Transformer, optimizer: optax.Grad
         }
 
     return step_fn
-
-
-def apply_update(state: TrainState, grads: Any, optimizer: optax.GradientTransformation,
-                 ema_decay: float) -> TrainState:
-    """The state one optimizer step on: new params and optimizer state, and the EMA params moved."""
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    ema = state.ema_params
-    if ema is not None:
-        ema = jax.tree.map(lambda e, p: ema_decay * e + (1.0 - ema_decay) * p, ema, params)
-    return TrainState(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
 
 
 def make_eval_step(config: RunConfig, model: Transformer, masking: MaskingConfig, platform: str | None = None,

@@ -47,24 +47,35 @@ MOVED = {
     **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("attention_backends", "families", "vocab")},
     **{f"babylm_jax.core.{m}": f"babylm_jax.core.{m}" for m in ("platforms", "progress", "workers")},
     "babylm_jax.training.curricula": "babylm_jax.training.step",
-    "babylm_jax.training.optim": "babylm_jax.training.state",
+    "babylm_jax.training.optim": "babylm_jax.training.optimizer",
     "babylm_jax.training.checkpoint": "babylm_jax.training.checkpoints",
     "babylm_jax.training.milestones": "babylm_jax.training.checkpoints",
     "babylm_jax.training.task_curves": "babylm_jax.training.in_run_eval",
 }
+# Names issue 54 moved out of a module (module -> its old names -> their module now) that a revision's files import.
+MOVED_NAMES = {"babylm_jax.training.state": dict.fromkeys(
+    ("OPTAX_OPTIMIZERS", "effective_warmup", "make_schedule", "make_train_optimizer"), "babylm_jax.training.optimizer")}
 
 
 @contextlib.contextmanager
 def old_module_names():
-    """MOVED's old names in sys.modules, pointing at this tree's modules, while a revision's files load."""
+    """MOVED's old names in sys.modules, pointing at this tree's modules, and MOVED_NAMES's names in their
+    old modules, while a revision's files load."""
     added = [old for old in MOVED if old not in sys.modules]
     for old in added:
         sys.modules[old] = importlib.import_module(MOVED[old])
+    names = [(importlib.import_module(module), name, importlib.import_module(now))
+             for module, moved in MOVED_NAMES.items() for name, now in moved.items()]
+    names = [(module, name, now) for module, name, now in names if not hasattr(module, name)]
+    for module, name, now in names:
+        setattr(module, name, getattr(now, name))
     try:
         yield
     finally:
         for old in added:
             del sys.modules[old]
+        for module, name, _ in names:
+            delattr(module, name)
 
 
 def revision_source(rev: str, paths: tuple[str, ...]) -> str:
@@ -89,6 +100,8 @@ def revision_modules(rev: str, directory: str) -> dict[str, types.ModuleType]:
             spec.loader.exec_module(module)
         modules[name] = module
     modules["train_step"].objectives = modules["objectives"]
+    if hasattr(modules["train_step"], "LossSettings"):  # the revision's settings (from_run_config, before issue 54)
+        modules["train_step"].LossSettings = modules["objectives"].LossSettings
     return modules
 
 

@@ -7,7 +7,7 @@
     python experiments/benchmarks/train_throughput.py --config.model.num_layers=2 --config.train.batch_size=8
 
 For each config it builds the train step exactly as the trainer does (`state.sharded_init`,
-`state.make_train_optimizer`, `sharding` meshes and shardings, `step.make_train_step` jitted
+`optimizer.make_train_optimizer`, `sharding` meshes and shardings, `step.make_train_step` jitted
 with the trainer's shardings and donation), compiles it ahead of time (`Bench.compile`; printing XLA's memory
 analysis; `--memory_only` stops there, so recipes too large for this machine can be sized
 without allocating anything), and times it on random packed batches of the config's shape
@@ -53,6 +53,7 @@ from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
 from babylm_jax.training import metrics, peaks, sharding, state as state_lib, step as step_lib  # noqa: E402
+from babylm_jax.training import optimizer as optimizer_lib  # noqa: E402
 from babylm_jax.training.step import make_masking  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ class Bench:
         self.path, self.config, self.length, self.seed = path, config, length, seed
         model = state_lib.build_model(config.model)
         self.model_config = model.config
-        optimizer = state_lib.make_train_optimizer(config.train)
+        optimizer = optimizer_lib.make_train_optimizer(config.train)
         devices = sharding.run_devices(config.mesh, jax.devices())
         self.mesh = sharding.make_mesh(config.mesh, devices)
         stand_in = types.SimpleNamespace(mask_id=MASK_ID, vocab_size=config.model.vocab_size, special_ids=tuple(range(len(SPECIAL_PIECES))))

@@ -42,7 +42,7 @@ from babylm_jax.eval.finetune import clue, example_packing as packing
 from babylm_jax.eval.finetune.epoch_figure import epoch_curve_figure
 from babylm_jax.eval.finetune.progress_clock import ProgressClock
 from babylm_jax.eval.results import TaskResult
-from babylm_jax.model.loaded import LoadedModel, Params
+from babylm_jax.eval.loaded import LoadedModel, Params
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.tasks.registry import TaskSpec
 

@@ -57,7 +57,7 @@ from babylm_jax.eval.fmri import cogbench, features, ridge
 from babylm_jax.eval.results import TaskResult
 from babylm_jax.config.evaluation import EvalSettings, FmriSettings, WordFmriSettings
 from babylm_jax.tasks.registry import TaskSpec
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 
 
 def alphas(logspace: Sequence[float]) -> np.ndarray:

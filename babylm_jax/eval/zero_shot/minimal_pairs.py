@@ -22,7 +22,7 @@ from babylm_jax.eval.zero_shot import scoring
 from babylm_jax.eval.results import TaskResult, phenomenon_figure
 from babylm_jax.config.evaluation import EvalSettings, ScoringSettings
 from babylm_jax.tasks.registry import TaskSpec
-from babylm_jax.model.loaded import LoadedModel
+from babylm_jax.eval.loaded import LoadedModel
 
 @dataclasses.dataclass(frozen=True)
 class Pair:

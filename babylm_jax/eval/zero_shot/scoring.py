@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from babylm_jax.core.families import Scoring, family_spec
 from babylm_jax.eval.zero_shot.unit_packing import Rows, batch_sizes, make_units, next_pow2, pack_units, pad_rows
-from babylm_jax.model.loaded import Params
+from babylm_jax.eval.loaded import Params
 from babylm_jax.model.transformer import Transformer
 
 def scoring_name(family: str, within_word_l2r: bool = False) -> str:

@@ -1,7 +1,8 @@
 """A trained model as evaluation and export use it: the run's config, model, params, tokenizer.
 
 `training.checkpoints.load_for_eval` builds one from a workdir; the evaluation runners and
-the Hugging Face export read it. Imports only the config, model and data floors.
+the Hugging Face export read it. It lives in eval/, not model/, because it holds the run's config:
+the model code reads no RunConfig. Imports only the config, model and data floors.
 """
 from __future__ import annotations
 
