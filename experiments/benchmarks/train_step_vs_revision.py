@@ -100,7 +100,7 @@ def revision_modules(rev: str, directory: str) -> dict[str, types.ModuleType]:
             spec.loader.exec_module(module)
         modules[name] = module
     modules["train_step"].objectives = modules["objectives"]
-    if hasattr(modules["train_step"], "LossSettings"):  # the revision's settings (from_run_config, before issue 54)
+    if hasattr(modules["train_step"], "LossSettings"):  # the revision's settings (built by LossSettings.from_run_config in older revisions)
         modules["train_step"].LossSettings = modules["objectives"].LossSettings
     return modules
 
