@@ -69,7 +69,7 @@ def test_a_logging_step_blocks_on_its_own_outputs(tmp_path, monkeypatch):
 
 
 def test_cpu_mfu_is_against_the_best_known_idle_peak_and_names_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(peaks, "measure_matmul_peak", lambda n, repeats: 5e10)  # a busy start-up probe
+    monkeypatch.setattr(peaks, "startup_peak", lambda kind: 5e10)  # a busy start-up probe
     monkeypatch.setattr(peaks, "KNOWN_IDLE_PEAKS", {})  # whatever this host's kind, no figure by hand
     monkeypatch.setenv("BABYLM_PEAK_CACHE", str(tmp_path / "peak.json"))
     value, source = peaks.device_peak_flops()
@@ -81,3 +81,14 @@ def test_cpu_mfu_is_against_the_best_known_idle_peak_and_names_it(tmp_path, monk
     monkeypatch.setattr(peaks, "KNOWN_IDLE_PEAKS", {kind: 3e11})
     value, source = peaks.device_peak_flops()
     assert value == 3e11 and "training/peaks.py KNOWN_IDLE_PEAKS" in source
+
+
+def test_the_start_up_probe_runs_once_a_process(monkeypatch):
+    """A second run in one process (a notebook, the test suite) reuses the first run's probe."""
+    calls = []
+    monkeypatch.setattr(peaks, "measure_matmul_peak", lambda n, repeats: calls.append(n) or 4e10)
+    peaks.startup_peak.cache_clear()
+    try:
+        assert peaks.startup_peak("cpu") == peaks.startup_peak("cpu") == 4e10 and calls == [peaks.PROBE_N]
+    finally:
+        peaks.startup_peak.cache_clear()

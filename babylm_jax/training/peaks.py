@@ -7,6 +7,7 @@ one measured at start-up, which a busy machine makes low (and MFU high): the sou
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -53,6 +54,13 @@ def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
         matmul(a, b).block_until_ready()
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best
+
+
+@functools.cache
+def startup_peak(device_kind: str) -> float:
+    """This process's start-up probe of `device_kind` (`measure_matmul_peak` at PROBE_N): measured
+    once, so that later runs in the same process (a notebook, the test suite) do not pay ~5 s each."""
+    return measure_matmul_peak(n=PROBE_N, repeats=3)
 
 
 def cpu_name(cpuinfo: str) -> str:
@@ -103,13 +111,14 @@ def device_peak_flops() -> tuple[float, str]:
 
     Accelerators: the table's per-device peak times the device count. CPUs (virtual CPU
     devices share the host's cores): the best known idle matmul peak of this CPU kind, or
-    this start-up's measurement when it is higher or nothing is known, times the host count.
+    this process's start-up measurement (`startup_peak`) when it is higher or nothing is known,
+    times the host count.
     """
     kind = jax.devices()[0].device_kind
     peak = table_peak(kind)
     if peak is not None:
         return peak * jax.device_count(), f"table ({kind}, bf16 dense)"
-    measured = measure_matmul_peak(n=PROBE_N, repeats=3)
+    measured = startup_peak(kind)
     key = machine_kind(PROBE_N)
     cached, hand = read_cache().get(key, 0.0), KNOWN_IDLE_PEAKS.get(key, 0.0)
     hosts = jax.process_count()
