@@ -123,19 +123,30 @@ def test_resume_continues_the_identical_trajectory(tiny_corpus_dir, tmp_path, mo
         np.testing.assert_array_equal(x, y)
 
 
-def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
+def _three_steps_on(tiny_corpus_dir, workdir, **mesh) -> dict[int, dict]:
+    """The train records of 3 steps of the tiny config on the mesh `mesh` says."""
     config = tiny_config(tiny_corpus_dir)
     config.train.update(num_steps=3, eval_every_steps=100)
     config.mesh.update(**mesh)
     loop.train_and_evaluate(RunConfig.from_config(config), str(workdir))
-    train = read_metrics(workdir)[0]
+    return read_metrics(workdir)[0]
+
+
+def _losses_on(tiny_corpus_dir, workdir, **mesh) -> list[float]:
+    train = _three_steps_on(tiny_corpus_dir, workdir, **mesh)
     return [train[s]["loss"] for s in (1, 2, 3)]
 
 
+@pytest.fixture(scope="module")
+def one_device_steps(tiny_corpus_dir, tmp_path_factory) -> dict[int, dict]:
+    """3 steps of the tiny config on one device: the reference both sharding tests compare with."""
+    return _three_steps_on(tiny_corpus_dir, tmp_path_factory.mktemp("one_device"), num_devices=1)
+
+
 @pytest.mark.slow
-def test_data_parallel_and_fsdp_on_8_devices_match_one_device(tiny_corpus_dir, tmp_path):
+def test_data_parallel_and_fsdp_on_8_devices_match_one_device(one_device_steps, tiny_corpus_dir, tmp_path):
     assert jax.device_count() == 8
-    single = _losses_on(tiny_corpus_dir, tmp_path / "one", num_devices=1)
+    single = [one_device_steps[s]["loss"] for s in (1, 2, 3)]
     dp = _losses_on(tiny_corpus_dir, tmp_path / "dp", num_devices=8)
     fsdp = _losses_on(tiny_corpus_dir, tmp_path / "fsdp", num_devices=8, fsdp=4)
     np.testing.assert_allclose(dp, single, rtol=2e-5)
@@ -159,9 +170,9 @@ def test_fsdp_shards_parameters(tiny_corpus_dir):
 
 
 @pytest.mark.slow
-def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
-    """Two JAX processes train as one process does: on a shared local workdir, and on a remote
-    (fake gs://) workdir where each process has a host folder of its own and process 1 cannot
+def test_two_processes_match_one_process(one_device_steps, tiny_corpus_dir, tmp_path):
+    """Two JAX processes train as one process on one device does: on a shared local workdir, and on a
+    remote (fake gs://) workdir where each process has a host folder of its own and process 1 cannot
     read the corpus (it opens what process 0 prepared, pulled from the bucket, checked by hash)."""
     script = pathlib.Path(__file__).with_name("multiprocess_train.py")
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
@@ -183,13 +194,12 @@ def test_two_processes_match_one_process(tiny_corpus_dir, tmp_path):
         remote_outputs = finish([launch("gs://pod/run", 2, i, **gcs_env, BABYLM_CACHE_DIR=str(hosts[i]),
                                         BABYLM_TEST_NO_SOURCES="1") for i in range(2)])
         assert rundir_lib.checkpoint_steps("gs://pod/run") == {3: "gs://pod/run/checkpoints"}
-    finish([launch(tmp_path / "one", 1, 0)])
     mirrors = [host / "workdirs" / "gs" / "pod" / "run" for host in hosts]
     assert "a remote workdir holds no lock, so process 0 owns the run" in remote_outputs[0]
     assert not any("credentials" in out for out in remote_outputs)  # no client looked beyond the fake
     assert (mirrors[1] / "data" / "prepared.json").is_file() and not (mirrors[1] / "metrics.jsonl").exists()
     assert not any((m / "checkpoints").exists() for m in mirrors)  # checkpoints live in the bucket only
-    one = read_metrics(tmp_path / "one")[0]
+    one = one_device_steps
     for two in (read_metrics(tmp_path / "two")[0], read_metrics(mirrors[0])[0]):
         np.testing.assert_allclose([two[s]["loss"] for s in (1, 2, 3)], [one[s]["loss"] for s in (1, 2, 3)], rtol=2e-5)
         assert [two[s]["words_seen"] for s in (1, 2, 3)] == [one[s]["words_seen"] for s in (1, 2, 3)]  # exactly
