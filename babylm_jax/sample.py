@@ -106,7 +106,7 @@ def generate(loaded: Any, prompts: list[str], max_new_tokens: int) -> list[dict]
         print(f"[sample] {note}", flush=True)
     sampling = decode.Sampling(max_new_tokens, _TEMPERATURE.value, _TOP_K.value, _TOP_P.value)
     stop_id = family_spec(config.family).framing.closer_id
-    run = decode.make_generate(loaded.model, sampling, stop_id)
+    run = decode.make_generate(loaded.model, sampling, stop_id, loaded.tokenizer.vocab_size)
     new_BxN = jax.device_get(run(loaded.params, batch.tokens_BxP, batch.pads_B, jax.random.key(_SEED.value)))
     texts = decode.continuations(loaded.tokenizer, new_BxN, stop_id)
     results = [{"prompt": p, "sample": i % _NUM_SAMPLES.value, "text": t} for i, (p, t) in enumerate(zip(rows, texts))]
@@ -137,7 +137,7 @@ def fill_masks(loaded: Any, prompts: list[str]) -> list[dict]:
     tokens = np.full((len(framed), width), PAD_ID, np.int32)
     for row, (ids, _) in zip(tokens, framed):
         row[: len(ids)] = ids
-    probs, ids = jax.device_get(decode.make_fill(loaded.model, _TOP_K.value or DEFAULT_FILLS)(loaded.params, tokens))
+    probs, ids = jax.device_get(decode.make_fill(loaded.model, _TOP_K.value or DEFAULT_FILLS, tokenizer.vocab_size)(loaded.params, tokens))
     results = []
     for b, (prompt, (_, positions)) in enumerate(zip(prompts, framed)):
         fills = [[(tokenizer.decode([int(i)]) or tokenizer.id_to_piece(int(i)), float(p))

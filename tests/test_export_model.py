@@ -194,8 +194,8 @@ def test_greedy_generate_with_the_cache_equals_sample(name, export_case, tokeniz
     stop_id = family_spec(model.config.family).framing.closer_id
     batch = decode.encode_prompts(tokenizer, GENERATE_PROMPTS, model.config.family, room=32)
     sampling = decode.Sampling(max_new_tokens=10, temperature=0.0)
-    ours = np.asarray(decode.make_generate(model, sampling, stop_id)(params, batch.tokens_BxP, batch.pads_B,
-                                                                     jax.random.key(0)))
+    generate = decode.make_generate(model, sampling, stop_id, tokenizer.vocab_size)
+    ours = np.asarray(generate(params, batch.tokens_BxP, batch.pads_B, jax.random.key(0)))
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True).eval()
     assert hf.generation_config.eos_token_id == stop_id
     padded = torch.tensor(batch.tokens_BxP, dtype=torch.long)

@@ -1,5 +1,6 @@
 """Sampling: the cached decode against a full recompute of the prefix, token for token, and the `sample`
 command on a causal, a hybrid and an mlm run (text, the same text for one seed, fills, user errors)."""
+import json
 import pathlib
 
 import flax.linen as nn
@@ -11,9 +12,11 @@ import pytest
 import configs.base
 from babylm_jax import sample
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.training import TrainConfig
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, SEP_ID
 from babylm_jax.model import decode
-from babylm_jax.training import state
+from babylm_jax.training import loop, state
+from conftest import tiny_config
 from fixtures.cli import user_error
 from fixtures.run import make_run
 
@@ -57,7 +60,7 @@ def test_cached_greedy_decode_equals_the_full_recompute(family, scan_layers, ope
     for row, ids in zip(tokens, rows):
         row[width - len(ids):] = ids
     pads = np.asarray([width - len(ids) for ids in rows], np.int32)
-    generate = decode.make_generate(model, decode.Sampling(max_new_tokens=12, temperature=0.0), stop_id)
+    generate = decode.make_generate(model, decode.Sampling(max_new_tokens=12, temperature=0.0), stop_id, 50)
     new = np.asarray(generate(params, tokens, pads, jax.random.key(0)))
     for ids, row in zip(rows, new.tolist()):
         expected = recomputed(model, params, ids, 12, stop_id)
@@ -137,3 +140,24 @@ def test_unknown_characters_and_long_prompts_are_said(runs, capsys):
     assert long.tokens_BxP.shape == (1, 8) and "kept its last 8" in long.notes[0]
     sample.main(["sample", f"--workdir={runs / 'causal'}", f"--prompt={'今天' * 20}", "--max_new_tokens=4"])
     assert "kept its last 28" in capsys.readouterr().out
+
+
+def test_a_training_run_writes_samples_at_each_eval(tiny_corpus_dir, tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = tiny_config(tiny_corpus_dir)
+    config.train.update(num_steps=20, writers=("tensorboard",), sample_prompts=TrainConfig().sample_prompts,
+                        sample_max_new_tokens=8)
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
+    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
+    prompts = list(TrainConfig().sample_prompts)
+    assert [(r["step"], r["prompt"]) for r in rows] == [(step, p) for step in (10, 20) for p in prompts]
+    assert all(isinstance(r["text"], str) for r in rows) and any(r["text"] for r in rows)
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    tables = {event.step: event.tensor_proto.string_val[0].decode() for event in events.Tensors("samples")}
+    assert sorted(tables) == [10, 20] and all(f"| {p} |" in tables[20] for p in prompts)
+    assert summary["sample_compile_seconds"] > 0
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "sample_seconds" in r] == [10, 20]

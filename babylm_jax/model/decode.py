@@ -1,7 +1,7 @@
 """Text from a trained model: left-to-right generation with a KV cache, and filling [MASK]s.
 
     prompts = encode_prompts(tokenizer, ["今天天气", "我们"], family="causal", room=max_len - 32)
-    generate = make_generate(model, Sampling(max_new_tokens=32, temperature=0.0), stop_id=EOS_ID)
+    generate = make_generate(model, Sampling(max_new_tokens=32, temperature=0.0), EOS_ID, tokenizer.vocab_size)
     new_BxN = generate(params, prompts.tokens_BxP, prompts.pads_B, jax.random.key(0))
     texts = continuations(tokenizer, new_BxN, stop_id=EOS_ID)
 
@@ -138,8 +138,16 @@ def next_tokens(logits_BxV: jax.Array, key: jax.Array, sampling: Sampling) -> ja
     return jax.random.categorical(key, logits_BxV, axis=-1).astype(jnp.int32)
 
 
-def _generate(model: Transformer, sampling: Sampling, stop_id: int, params: Any, tokens_BxP: jax.Array,
-              pads_B: jax.Array, key: jax.Array) -> jax.Array:
+def within_vocabulary(logits_BxV: jax.Array, vocab_size: int) -> jax.Array:
+    """The logits with the ids the tokenizer lacks (at or above `vocab_size`, a model's vocabulary may be
+    larger) at the float32 floor: never chosen."""
+    if vocab_size >= logits_BxV.shape[-1]:
+        return logits_BxV
+    return jnp.where(jnp.arange(logits_BxV.shape[-1]) < vocab_size, logits_BxV, jnp.finfo(jnp.float32).min)
+
+
+def _generate(model: Transformer, sampling: Sampling, stop_id: int, vocab_size: int, params: Any,
+              tokens_BxP: jax.Array, pads_B: jax.Array, key: jax.Array) -> jax.Array:
     c = model.config
     b, p = tokens_BxP.shape
     n = sampling.max_new_tokens
@@ -153,7 +161,9 @@ def _generate(model: Transformer, sampling: Sampling, stop_id: int, params: Any,
         query_slots_T = start + jnp.arange(tokens_BxT.shape[1])
         positions_BxT = jnp.maximum(query_slots_T[None] - pads_B[:, None], 0)
         allowed = valid_BxS[:, None, :] & (slots_S[None, None, :] <= query_slots_T[None, :, None])
-        return forward_cached(model, params, blocks, tokens_BxT, positions_BxT, allowed[:, None], caches, start)
+        logits_BxV, caches = forward_cached(model, params, blocks, tokens_BxT, positions_BxT, allowed[:, None],
+                                            caches, start)
+        return within_vocabulary(logits_BxV, vocab_size), caches
 
     logits_BxV, caches = step(tokens_BxP, jnp.int32(0), empty)  # the prefill
     first_B = next_tokens(logits_BxV, jax.random.fold_in(key, 0), sampling)
@@ -175,9 +185,12 @@ def _generate(model: Transformer, sampling: Sampling, stop_id: int, params: Any,
     return jax.lax.while_loop(unfinished, one_token, carry)[1]
 
 
-def make_generate(model: Transformer, sampling: Sampling, stop_id: int) -> Callable:
-    """The jitted `(params, tokens_BxP, pads_B, key) -> new tokens [B, N]` (PAD_ID after a row's stop id)."""
-    return jax.jit(functools.partial(_generate, model, sampling, stop_id))
+def make_generate(model: Transformer, sampling: Sampling, stop_id: int, vocab_size: int,
+                  out_shardings: Any = None) -> Callable:
+    """The jitted `(params, tokens_BxP, pads_B, key) -> new tokens [B, N]` (PAD_ID after a row's stop id),
+    ids below `vocab_size` (the tokenizer's); `out_shardings` as jax.jit takes it (a run on a mesh:
+    replicated, for every process to read)."""
+    return jax.jit(functools.partial(_generate, model, sampling, stop_id, vocab_size), out_shardings=out_shardings)
 
 
 def mask_positions(tokenizer: Any, prompt: str, family: str) -> tuple[list[int], list[int]]:
@@ -196,13 +209,13 @@ def mask_positions(tokenizer: Any, prompt: str, family: str) -> tuple[list[int],
     return framed, [i for i, t in enumerate(framed) if t == MASK_ID]
 
 
-def make_fill(model: Transformer, top: int) -> Callable:
+def make_fill(model: Transformer, top: int, vocab_size: int) -> Callable:
     """The jitted `(params, tokens_BxL) -> (probabilities, ids)`, each [B, L, top]: the most likely
-    tokens at every position with bidirectional attention (read at the [MASK] positions)."""
+    tokens (ids below `vocab_size`) at every position with bidirectional attention (read at the [MASK]s)."""
 
     def fill(params, tokens_BxL):
         segment_ids_BxL = (tokens_BxL != PAD_ID).astype(jnp.int32)
-        logits_BxLxV = model.apply(params, tokens_BxL, segment_ids_BxL, causal=False)
+        logits_BxLxV = within_vocabulary(model.apply(params, tokens_BxL, segment_ids_BxL, causal=False), vocab_size)
         return jax.lax.top_k(jax.nn.softmax(logits_BxLxV, axis=-1), top)
 
     return jax.jit(fill)
