@@ -50,7 +50,7 @@ def read_prompts(given: Sequence[str], path: str | None) -> list[str]:
     """The --prompt values, then the lines of --prompts; an empty one or none at all is a ValueError."""
     prompts = list(given)
     if path is not None:
-        file = pathlib.Path(path)
+        file = pathlib.Path(rundir.local_path(path, "--prompts"))
         if not file.is_file():
             raise FileNotFoundError(f"--prompts {path}: file not found")
         prompts += [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
