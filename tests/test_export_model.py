@@ -181,3 +181,40 @@ def test_minimal_pair_scores_match_our_scoring(name, export_case, tokenizer):
     theirs = _pipeline_scores(hf_model, hf_tokenizer, [g for g, _ in PAIRS] + [b for _, b in PAIRS], backend)
     np.testing.assert_allclose(theirs, np.concatenate([good, bad]), atol=1e-3, rtol=0)
     assert np.ptp(theirs) > 1.0  # scores really differ between sentences
+
+
+GENERATE_PROMPTS = ("今天天气", "他把杯子", "小")
+
+
+@pytest.mark.parametrize("name", ["causal_llama", "causal_gelu_layernorm", "hybrid"])
+def test_greedy_generate_with_the_cache_equals_sample(name, export_case, tokenizer):
+    from babylm_jax.model import decode
+
+    model, params, out = export_case(name)
+    stop_id = family_spec(model.config.family).framing.closer_id
+    batch = decode.encode_prompts(tokenizer, GENERATE_PROMPTS, model.config.family, room=32)
+    sampling = decode.Sampling(max_new_tokens=10, temperature=0.0)
+    generate = decode.make_generate(model, sampling, stop_id, tokenizer.vocab_size)
+    ours = np.asarray(generate(params, batch.tokens_BxP, batch.pads_B, jax.random.key(0)))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True).eval()
+    assert hf.generation_config.eos_token_id == stop_id
+    padded = torch.tensor(batch.tokens_BxP, dtype=torch.long)
+    mask = torch.tensor(np.arange(batch.tokens_BxP.shape[1])[None] >= batch.pads_B[:, None], dtype=torch.long)
+    with torch.no_grad():
+        alone = [hf.generate(padded[b:b + 1, int(batch.pads_B[b]):], max_new_tokens=10, do_sample=False)
+                 for b in range(len(GENERATE_PROMPTS))]
+        together = hf.generate(padded, attention_mask=mask, max_new_tokens=10, do_sample=False, use_cache=True)
+    width = padded.shape[1]
+    for b, row in enumerate(ours.tolist()):
+        new = alone[b][0, width - int(batch.pads_B[b]):].tolist()
+        assert row == new + [0] * (10 - len(new))
+        if name != "causal_llama":  # a Llama numbers a left-padded row's positions from its first slot
+            assert together[b, width:].tolist() == row[: together.shape[1] - width]
+
+
+def test_fill_mask_pipeline_runs_on_an_mlm_export(export_case):
+    _, _, out = export_case("mlm")
+    fill = transformers.pipeline("fill-mask", model=str(out), trust_remote_code=True, top_k=3)
+    fills = fill("今天天气很[MASK]。")
+    assert len(fills) == 3 and all(f["token"] >= 0 and 0 <= f["score"] <= 1 for f in fills)
+    assert fills[0]["score"] >= fills[1]["score"] >= fills[2]["score"]

@@ -23,7 +23,7 @@ import pytest
 from fixtures.cli import unwritable_folder, user_error
 from fixtures.run import make_run
 
-from babylm_jax import aot, evaluate, export, prepare, train
+from babylm_jax import aot, evaluate, export, prepare, sample, train
 from babylm_jax.config import cli
 from babylm_jax.core import atomic, outputs
 from babylm_jax.core.rundir import workdir_lock
@@ -155,6 +155,7 @@ def test_values_no_one_means_are_refused_by_key(capsys, tmp_path, override, key)
     (prepare, ["prepare", "--config=CONFIGS/base.py", "--workdir=az://bucket/run"], "az:// is not a filesystem"),
     (evaluate, ["evaluate", "--workdir=WORKDIR", "--data_dir=gs://bucket/data"], "--data_dir=gs://bucket/data: a remote"),
     (export, ["export", "--workdir=WORKDIR", "--output=gs://bucket/hf"], "--output=gs://bucket/hf: a remote path"),
+    (sample, ["sample", "--workdir=WORKDIR", "--prompts=gs://bucket/p.txt"], "--prompts=gs://bucket/p.txt: a remote"),
 ])
 def test_remote_paths_where_none_can_go_are_refused_not_written_to_a_local_folder(capsys, run, tmp_path, monkeypatch,
                                                                                  command, argv, says):

@@ -12,13 +12,14 @@ from fixtures import wandb_log
 from fixtures.cli import user_error
 
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.config.training import WandbConfig
+from babylm_jax.config.training import TrainConfig, WandbConfig
 from babylm_jax import evaluate, train
 from babylm_jax.core import rundir, writers
 from babylm_jax.training import loop
 
 pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install -e '.[tensorboard]')")
 pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")
+SAMPLE_PROMPTS = TrainConfig().sample_prompts  # the default prompts (tiny_config turns them off)
 
 
 def jsonl_scalars(workdir: pathlib.Path) -> dict[tuple[str, int], float]:
@@ -90,7 +91,7 @@ def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeyp
 
     monkeypatch.setenv("WANDB_SILENT", "true")
     config = tiny_config(tiny_corpus_dir)
-    config.train.update(num_steps=10, writers=("tensorboard", "wandb"))
+    config.train.update(num_steps=10, writers=("tensorboard", "wandb"), sample_prompts=SAMPLE_PROMPTS)
     config.train.wandb.mode = "offline"
     summary = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path))
 
@@ -111,6 +112,9 @@ def test_config_and_summary_reach_the_writers(tiny_corpus_dir, tmp_path, monkeyp
     summaries = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
                  for r in records if r.WhichOneof("record_type") == "summary" for item in r.summary.update}
     assert summaries["summary.steps"] == 10
+    logged = {item.key or "/".join(item.nested_key) for r in records if r.WhichOneof("record_type") == "history"
+              for item in r.history.item}
+    assert "samples/_type" in logged, sorted(logged)  # the eval's text samples, as a W&B table
     assert summaries["summary.final_eval_loss"] == pytest.approx(summary["final_eval_loss"])
 
 

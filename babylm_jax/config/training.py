@@ -92,6 +92,10 @@ class TrainConfig:
     eval_tasks: str = "zhoblimp"
     eval_task_items: int = 1180  # per task: 10 items from each of ZhoBLiMP's 118 paradigms
     eval_data_dir: str = ""  # the tasks' data directory; "" = $BABYLM_DATA_DIR (else curves are off)
+    # Samples at every eval: each prompt's greedy continuation (causal, hybrid runs) in samples.jsonl,
+    # TensorBoard's text tab and W&B; () = off
+    sample_prompts: tuple[str, ...] = ("今天天气", "我们一起去", "他说", "北京是中国的")
+    sample_max_new_tokens: int = 32  # new tokens at most per sample (and half of model.max_len at most)
     optimizer: str = "adamw"  # "adamw" or "lamb"
     schedule: str = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
     decay_share: float = 0.2  # "wsd": share of steps in the final decay
@@ -127,8 +131,11 @@ class TrainConfig:
         rates = ("ema_decay", "mask_rate", "mask_rate_final")
         return [
             *at_least(self, num_steps=1, batch_size=1, seq_len=2, warmup_steps=0, grad_accum_steps=1,
-                      log_every_steps=1, eval_every_steps=1, eval_batches=1, weight_decay=0, z_loss=0, loss_chunk=0),
+                      log_every_steps=1, eval_every_steps=1, eval_batches=1,
+                      sample_max_new_tokens=1, weight_decay=0, z_loss=0, loss_chunk=0),
             ("writers", set(self.writers) <= set(WRITERS), f"must name writers of {WRITERS}"),
+            ("sample_prompts", all(isinstance(p, str) and p.strip() for p in self.sample_prompts),
+             "must be non-empty strings (() = off)"),
             ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]"),
             ("b1", 0 <= self.b1 < 1, "must be in [0, 1)"),
             ("b2", 0 <= self.b2 < 1, "must be in [0, 1)"),

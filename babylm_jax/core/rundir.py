@@ -36,6 +36,7 @@ CORRUPT = "checkpoints_corrupt"  # damaged checkpoints, moved aside at resume
 RESULTS = "results.json"  # evaluate's official-shape results
 EVAL_RESULTS = f"eval/{RESULTS}"  # evaluate's default --output under the workdir
 METRICS = "metrics.jsonl"  # train and eval metrics, one JSON line per log step
+SAMPLES = "samples.jsonl"  # text from train.sample_prompts at each eval: {"step", "prompt", "text"} a line
 SUMMARY = "summary.json"  # the end-of-run summary
 LEARNING_CURVES = "learning_curves.png"
 TENSORBOARD = "tensorboard"  # train.writers "tensorboard": the run's event files

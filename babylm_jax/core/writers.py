@@ -5,7 +5,7 @@
 Every scalar of a metrics.jsonl record (loss, eval loss, learning rate, tokens/s, MFU, words
 seen, `task/<name>`, ...) goes to each writer under the same name at the same step; the
 resolved config goes to each as hyperparameters, budget.json and summary.json as the run
-summary. A resumed run continues the same TensorBoard folder (`<workdir>/tensorboard`, events
+summary; the text samples of an eval go to TensorBoard's text tab and a W&B table. A resumed run continues the same TensorBoard folder (`<workdir>/tensorboard`, events
 after the resumed step dropped as metrics.jsonl drops its records) and the same W&B run (its
 id kept in `<workdir>/wandb_run.json`, steps W&B already holds not sent again); W&B's own files
 go to `$WANDB_DIR/wandb` when it is set, else `<workdir>/wandb`. Only process 0 writes. A writer
@@ -150,6 +150,7 @@ class Writer(Protocol):
     def scalars(self, step: int, values: Mapping[str, float]) -> None: ...
     def curve(self, prefix: str, x_key: str, points: Sequence[Mapping[str, float]]) -> None: ...
     def summary(self, values: Mapping[str, Any], step: int = 0) -> None: ...
+    def samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
 
@@ -193,11 +194,22 @@ class TensorBoardWriter:
         for name, value in values.items():
             self._add(self._text.text_pb(name, _markdown_json(value)), step)
 
+    def samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The rows ({"prompt", "text"}) as one Markdown table under the tag "samples"."""
+        lines = ["| prompt | text |", "| --- | --- |"]
+        lines += [f"| {_cell(row['prompt'])} | {_cell(row['text'])} |" for row in rows]
+        self._add(self._text.text_pb("samples", "\n".join(lines)), step)
+
     def flush(self) -> None:
         self._events.flush()
 
     def close(self) -> None:
         self._events.close()
+
+
+def _cell(text: str) -> str:
+    """Text as one Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ") or " "
 
 
 def _markdown_json(value: Any) -> str:
@@ -260,6 +272,15 @@ class WandbWriter:
     def summary(self, values: Mapping[str, Any], step: int = 0) -> None:
         self._run.summary.update(flat_config(values))
 
+    def samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The rows as a table "samples" (step, prompt, text) at `step`."""
+        if step < self._held_step:
+            return  # logged before this run resumed
+        import wandb
+
+        table = wandb.Table(columns=["step", "prompt", "text"], data=[[step, r["prompt"], r["text"]] for r in rows])
+        self._run.log({"samples": table}, step=step)
+
     def flush(self) -> None:
         """W&B sends its records itself."""
 
@@ -298,6 +319,11 @@ class RunWriters:
     def summary(self, values: Mapping[str, Any]) -> None:
         for writer in self.others:
             writer.summary(values)
+
+    def samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """An eval's text samples ({"prompt", "text"}), to every writer but metrics.jsonl (samples.jsonl has them)."""
+        for writer in self.others:
+            writer.samples(step, rows)
 
     def flush(self) -> None:
         """Everything written so far onto disk (before a push to a remote workdir)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from babylm_jax.core.families import family_spec
+from babylm_jax.core.families import CAUSAL_LM, family_spec
 from babylm_jax.core.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from babylm_jax.model import layers
 from babylm_jax.config.model import ModelConfig
@@ -97,3 +97,12 @@ def hf_config(config: ModelConfig, output_layer: int, provenance: dict[str, Any]
         "norm_eps": NORM_EPS,
         "output_layer": output_layer,
     }
+
+
+def generation_config(family: str) -> dict[str, Any] | None:
+    """generation_config.json of an export that generates (its Auto classes hold a causal LM): `generate()`
+    stops at the family's closer (</s>, or [SEP] for a hybrid) as babylm_jax's `sample` does; None otherwise."""
+    spec = family_spec(family)
+    if CAUSAL_LM not in spec.hf_models:
+        return None
+    return {"bos_token_id": spec.framing.opener_id, "eos_token_id": spec.framing.closer_id, "pad_token_id": PAD_ID}

@@ -12,6 +12,11 @@ and AutoModel as the family trains (causal for "causal", bidirectional otherwise
 masked-LM logits are not shifted: the token masked at position i is predicted at i-1
 (the "mntp" backend of the official pipeline). AutoModel returns
 `hidden_states[config.output_layer]` as `last_hidden_state`.
+
+AutoModelForCausalLM generates (`GenerationMixin`) with a KV cache: each layer's keys and values
+go into transformers' cache (`cache`, `past_key_values` before transformers 5), and with a cache
+the positions count from each row's first unmasked token, so a left-padded batch generates as its
+rows would alone (as babylm_jax's `sample` does).
 """
 from __future__ import annotations
 
@@ -20,10 +25,14 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput, MaskedLMOutput
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import DynamicCache
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast, MaskedLMOutput
 
 from .configuration_babylm import BabyLMConfig
+
+# the output field of the cache: "cache" from transformers 5, "past_key_values" before
+CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 class BabyLMNorm(nn.Module):
@@ -59,8 +68,9 @@ def rotary_embedding(x_BxHxLxK: torch.Tensor, positions_BxL: torch.Tensor, theta
 
 
 class BabyLMAttention(nn.Module):
-    def __init__(self, config: BabyLMConfig):
+    def __init__(self, config: BabyLMConfig, layer_idx: int):
         super().__init__()
+        self.layer_idx = layer_idx  # its keys and values in a cache
         d, self.num_heads = config.hidden_size, config.num_attention_heads
         self.head_dim = d // self.num_heads
         self.rope_theta = config.rope_theta
@@ -69,7 +79,9 @@ class BabyLMAttention(nn.Module):
         self.v_proj = nn.Linear(d, d, bias=False)
         self.o_proj = nn.Linear(d, d, bias=False)
 
-    def forward(self, x_BxLxD: torch.Tensor, positions_BxL: torch.Tensor, mask_Bx1xLxL: torch.Tensor) -> torch.Tensor:
+    def forward(self, x_BxLxD: torch.Tensor, positions_BxL: torch.Tensor, mask_Bx1xLxS: torch.Tensor,
+                cache=None) -> torch.Tensor:
+        """Attention of L new tokens over S keys: the cache's and theirs (S = L without a cache)."""
         b, length, d = x_BxLxD.shape
 
         def heads(t: torch.Tensor) -> torch.Tensor:
@@ -78,10 +90,12 @@ class BabyLMAttention(nn.Module):
         q = rotary_embedding(heads(self.q_proj(x_BxLxD)), positions_BxL, self.rope_theta)
         k = rotary_embedding(heads(self.k_proj(x_BxLxD)), positions_BxL, self.rope_theta)
         v = heads(self.v_proj(x_BxLxD))
-        scores_BxHxLxL = torch.matmul(q, k.transpose(-1, -2)).float() / math.sqrt(self.head_dim)
-        scores_BxHxLxL = scores_BxHxLxL.masked_fill(~mask_Bx1xLxL, torch.finfo(torch.float32).min)
-        probs_BxHxLxL = scores_BxHxLxL.softmax(dim=-1).to(v.dtype)
-        out_BxLxD = torch.matmul(probs_BxHxLxL, v).transpose(1, 2).reshape(b, length, d)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)
+        scores_BxHxLxS = torch.matmul(q, k.transpose(-1, -2)).float() / math.sqrt(self.head_dim)
+        scores_BxHxLxS = scores_BxHxLxS.masked_fill(~mask_Bx1xLxS, torch.finfo(torch.float32).min)
+        probs_BxHxLxS = scores_BxHxLxS.softmax(dim=-1).to(v.dtype)
+        out_BxLxD = torch.matmul(probs_BxHxLxS, v).transpose(1, 2).reshape(b, length, d)
         return self.o_proj(out_BxLxD)
 
 
@@ -107,15 +121,16 @@ class BabyLMMLP(nn.Module):
 class BabyLMLayer(nn.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: BabyLMConfig):
+    def __init__(self, config: BabyLMConfig, layer_idx: int):
         super().__init__()
         self.input_layernorm = BabyLMNorm(config.norm, config.hidden_size, config.norm_eps)
-        self.self_attn = BabyLMAttention(config)
+        self.self_attn = BabyLMAttention(config, layer_idx)
         self.post_attention_layernorm = BabyLMNorm(config.norm, config.hidden_size, config.norm_eps)
         self.mlp = BabyLMMLP(config)
 
-    def forward(self, x: torch.Tensor, positions_BxL: torch.Tensor, mask_Bx1xLxL: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), positions_BxL, mask_Bx1xLxL)
+    def forward(self, x: torch.Tensor, positions_BxL: torch.Tensor, mask_Bx1xLxS: torch.Tensor,
+                cache=None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), positions_BxL, mask_Bx1xLxS, cache)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -144,7 +159,7 @@ class BabyLMModel(BabyLMPreTrainedModel):
     def __init__(self, config: BabyLMConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList([BabyLMLayer(config) for _ in range(config.num_hidden_layers)])
+        self.layers = nn.ModuleList([BabyLMLayer(config, i) for i in range(config.num_hidden_layers)])
         self.norm = BabyLMNorm(config.norm, config.hidden_size, config.norm_eps)
         self.post_init()
 
@@ -160,23 +175,28 @@ class BabyLMModel(BabyLMPreTrainedModel):
         attention_mask: torch.Tensor | None,
         position_ids: torch.Tensor | None,
         causal: bool,
+        cache=None,
     ) -> tuple[torch.Tensor, ...]:
-        """All hidden states: the input of each block (0 = embeddings), then the final normed output."""
+        """All hidden states of the new tokens: the input of each block (0 = embeddings), then the final
+        normed output. With a `cache` the tokens follow those it holds; `attention_mask` covers both."""
         b, length = input_ids.shape
         device = input_ids.device
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None and cache is not None and attention_mask is not None:
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
         if position_ids is None:
-            position_ids = torch.arange(length, device=device).expand(b, length)
-        allowed_LxL = torch.ones(length, length, dtype=torch.bool, device=device)
+            position_ids = (torch.arange(length, device=device) + past).expand(b, length)
+        allowed_LxS = torch.ones(length, past + length, dtype=torch.bool, device=device)
         if causal:
-            allowed_LxL = allowed_LxL.tril()
-        mask_Bx1xLxL = allowed_LxL.expand(b, 1, length, length)
+            allowed_LxS = allowed_LxS.tril(diagonal=past)
+        mask_Bx1xLxS = allowed_LxS.expand(b, 1, length, past + length)
         if attention_mask is not None:
-            mask_Bx1xLxL = mask_Bx1xLxL & attention_mask.bool()[:, None, None, :]
+            mask_Bx1xLxS = mask_Bx1xLxS & attention_mask.bool()[:, None, None, :]
         x = self.embed_tokens(input_ids)
         hidden_states = []
         for layer in self.layers:
             hidden_states.append(x)
-            x = layer(x, position_ids, mask_Bx1xLxL)
+            x = layer(x, position_ids, mask_Bx1xLxS, cache)
         hidden_states.append(self.norm(x))
         return tuple(hidden_states)
 
@@ -224,14 +244,20 @@ class _BabyLMWithHead(BabyLMPreTrainedModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
-                return_dict: bool | None = None, **kwargs):
-        hidden_states = self.model.encode(input_ids, attention_mask, position_ids, causal=self.causal)
+                return_dict: bool | None = None, cache=None, past_key_values=None, use_cache: bool | None = None,
+                **kwargs):
+        cache = cache if cache is not None else past_key_values
+        if cache is None and use_cache and self.causal:
+            cache = DynamicCache()
+        hidden_states = self.model.encode(input_ids, attention_mask, position_ids, self.causal, cache)
         final = hidden_states[-1]
         if self.head is not None:
             final = self.head(final)
         logits = F.linear(final.float(), self.model.embed_tokens.weight.float())
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        output = self.output_class(logits=logits, hidden_states=hidden_states if output_hidden_states else None)
+        extra = {CACHE_FIELD: cache} if self.causal else {}
+        output = self.output_class(logits=logits, hidden_states=hidden_states if output_hidden_states else None,
+                                   **extra)
         return output if return_dict is not False else output.to_tuple()
 
 
@@ -242,8 +268,8 @@ class BabyLMForMaskedLM(_BabyLMWithHead):
     causal = False
 
 
-class BabyLMForCausalLM(_BabyLMWithHead):
-    """Next-token logits with causal attention (causal and hybrid families)."""
+class BabyLMForCausalLM(_BabyLMWithHead, GenerationMixin):
+    """Next-token logits with causal attention (causal and hybrid families); `generate()` with a KV cache."""
 
-    output_class = CausalLMOutput
+    output_class = CausalLMOutputWithPast
     causal = True

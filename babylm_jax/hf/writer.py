@@ -80,6 +80,9 @@ def write_export(
         if config_json["model_type"] != "llama":
             for name in hf_config.remote_code_files(config.family):
                 shutil.copyfile(CODE_DIR / name, staging / name)
+        generation = hf_config.generation_config(config.family)
+        if generation is not None:
+            (staging / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
         (staging / "README.md").write_text(card, encoding="utf-8")
         (staging / MARKER).write_text(json.dumps({"written_by": "babylm_jax.export", **provenance}) + "\n")
     return output

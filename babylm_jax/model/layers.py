@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -170,15 +171,35 @@ def one_hot_scatter_add(ids_N: jax.Array, rows_NxD: jax.Array, num_rows: int) ->
     return jax.lax.scan(add_chunk, jnp.zeros((num_rows, d), jnp.float32), (ids, rows))[0]
 
 
+@flax.struct.dataclass
+class KVCache:
+    """One layer's keys and values for S slots ([B, S, H, K], as the layer computes them), and the
+    slot (an int32 scalar) where the next tokens' keys and values go (`model.decode`)."""
+
+    k_BxSxHxK: jax.Array
+    v_BxSxHxK: jax.Array
+    start: jax.Array
+
+    def write(self, k_BxTxHxK: jax.Array, v_BxTxHxK: jax.Array) -> "KVCache":
+        """The cache with the keys and values of T new tokens in slots start .. start+T-1."""
+        at = (0, self.start, 0, 0)
+        return self.replace(k_BxSxHxK=jax.lax.dynamic_update_slice(self.k_BxSxHxK, k_BxTxHxK.astype(self.k_BxSxHxK.dtype), at),
+                            v_BxSxHxK=jax.lax.dynamic_update_slice(self.v_BxSxHxK, v_BxTxHxK.astype(self.v_BxSxHxK.dtype), at))
+
+
 class Attention(nn.Module):
-    """Multi-head self-attention with RoPE; softmax in float32; `implementation` a `model.attention` kind."""
+    """Multi-head self-attention with RoPE; softmax in float32; `implementation` a `model.attention` kind.
+
+    With a `cache`, the T new tokens' keys and values are written into it and the queries attend
+    over all its S slots (`mask` is then [B, 1, T, S]); the updated cache comes back beside the output."""
 
     num_heads: int
     dtype: Dtype
     implementation: str = "auto"
 
     @nn.compact
-    def __call__(self, x_BxLxD: jax.Array, rope: tuple[jax.Array, jax.Array], mask: attention.Mask) -> jax.Array:
+    def __call__(self, x_BxLxD: jax.Array, rope: tuple[jax.Array, jax.Array], mask: attention.Mask,
+                 cache: KVCache | None = None) -> tuple[jax.Array, KVCache | None]:
         d = x_BxLxD.shape[-1]
         k = d // self.num_heads
         qkv = nn.DenseGeneral(
@@ -189,11 +210,16 @@ class Attention(nn.Module):
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = (x[:, :, 0] for x in jnp.split(qkv, 3, axis=2))
         q_BxLxHxK = rotary_embedding(q_BxLxHxK, rope)
         k_BxLxHxK = rotary_embedding(k_BxLxHxK, rope)
-        out_BxLxHxK = attention.attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, self.implementation)
+        if cache is None:
+            out_BxLxHxK = attention.attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, self.implementation)
+        else:  # decoding: a few queries over the cache's slots, the reference kernel's numbers on every backend
+            cache = cache.write(k_BxLxHxK, v_BxLxHxK)
+            out_BxLxHxK = attention.reference_attention(q_BxLxHxK, cache.k_BxSxHxK, cache.v_BxSxHxK,
+                                                        mask.allowed_Bx1xLxL)
         return nn.DenseGeneral(
             d, axis=(-2, -1), use_bias=False, dtype=self.dtype,
             kernel_init=dense_init("heads", "kv", "embed"), name="out",
-        )(out_BxLxHxK)
+        )(out_BxLxHxK), cache
 
 
 class Mlp(nn.Module):

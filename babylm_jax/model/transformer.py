@@ -30,7 +30,8 @@ REMAT_POLICIES = {
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x)); with a `cache`, one decoding
+    step of new tokens (`model.decode`)."""
 
     config: ModelConfig
 
@@ -41,16 +42,18 @@ class Block(nn.Module):
         rope: tuple[jax.Array, jax.Array],
         mask: attention.Mask,
         deterministic: bool,
-    ) -> tuple[jax.Array, jax.Array]:
+        cache: layers.KVCache | None = None,
+    ) -> tuple[jax.Array, jax.Array | layers.KVCache]:
         c = self.config
         dtype = c.compute_dtype
         h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
-        h = layers.Attention(c.num_heads, dtype, c.attention, name="attn")(h, rope, mask)
+        h, cache = layers.Attention(c.num_heads, dtype, c.attention, name="attn")(h, rope, mask, cache)
         x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x_BxLxD.dtype)
         h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
         h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
         x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x.dtype)
-        return x, x_BxLxD  # new carry, and this block's input as a hidden state
+        # new carry, and this block's input as a hidden state (or, decoding, its updated cache)
+        return x, x_BxLxD if cache is None else cache
 
 
 class Transformer(nn.Module):

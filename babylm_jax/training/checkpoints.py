@@ -302,6 +302,18 @@ def _milestone_steps(workdir: str) -> list[int]:
     return sorted(step for step, root in checkpoint_steps(workdir).items() if os.path.basename(root) == rundir.MILESTONES)
 
 
+def milestone_for_words(workdir: str, words: float) -> int:
+    """The step of the first word-milestone checkpoint with at least `words` words seen (its meta says)."""
+    seen = {step: float(json.loads((epath.Path(workdir) / rundir.MILESTONES / str(step) / "meta" / "metadata")
+                                   .read_text()).get("words_seen", 0.0)) for step in _milestone_steps(workdir)}
+    reached = [step for step in sorted(seen) if seen[step] >= words]
+    if not reached:
+        kept = ", ".join(f"{seen[step]:,.0f} words (step {step})" for step in sorted(seen)) or "none"
+        raise FileNotFoundError(f"--milestone: no word-milestone checkpoint in {workdir} has seen {words:,.0f} words; "
+                                f"kept: {kept}")
+    return reached[0]
+
+
 def _find_step(workdir: str, step: int | None) -> tuple[str, int]:
     """The checkpoint directory (rolling or milestone) holding `step` (default: latest)."""
     found = checkpoint_steps(workdir)

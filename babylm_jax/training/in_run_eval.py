@@ -36,6 +36,7 @@ from babylm_jax.tasks import registry as tasks
 from babylm_jax.training import sharding
 from babylm_jax.training.compiled import StepPrograms, device_arrays
 from babylm_jax.training.run import Run
+from babylm_jax.training.samples import RunSamples
 from babylm_jax.training.state import TrainState
 
 
@@ -156,13 +157,15 @@ def eval_params(state: TrainState) -> Any:
 
 
 class RunEvaluator:
-    """Eval loss on the held-out batches and, when `train.eval_tasks` asks, task scores."""
+    """Eval loss on the held-out batches, task scores when `train.eval_tasks` asks, text samples when
+    `train.sample_prompts` does (their decode program compiled here, before step 1)."""
 
     def __init__(self, run: Run, writer: writers.RunWriters, programs: StepPrograms):
         self.run, self.writer = run, writer
         self.eval_step = lambda params, batch: programs.eval(batch)(params, batch)
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]
         self.curves = TaskCurves.from_config(run.config.train, run.data.tokenizer, run.model, eval_params(run.state))
+        self.samples = RunSamples.for_run(run, eval_params(run.state))
         self.last_loss, self.last_scores, self.task_seconds = math.nan, {}, 0.0
 
     def evaluate(self, step: int, at: str, with_loss: bool = True) -> str:
@@ -177,7 +180,19 @@ class RunEvaluator:
             self.task_seconds += seconds
             record.update({f"task/{name}": acc for name, acc in self.last_scores.items()},
                           task_seconds=seconds, task_at=at)
+        rows = []
+        if self.samples is not None and at == "eval":
+            start = time.perf_counter()
+            rows = self.samples.sample(step, params)
+            record["sample_seconds"] = time.perf_counter() - start
         self.writer.write(record)
+        if rows:
+            self.writer.samples(step, rows)
         shown = [f"eval_loss {self.last_loss:.4f}"] if with_loss else []
         shown += [f"{name} {acc:.4f}" for name, acc in self.last_scores.items()]
+        shown += [f"{rows[0]['prompt']} → {rows[0]['text']}"] if rows else []
         return f"step {step}: " + ", ".join(shown)
+
+    @property
+    def sample_seconds(self) -> float:
+        return 0.0 if self.samples is None else self.samples.seconds

@@ -126,13 +126,13 @@ class MetricsWriter:
             f.write(json.dumps(record) + "\n")
 
 
-def trim_metrics(workdir: str, last_step: int) -> None:
-    """Makes `<workdir>/metrics.jsonl` fit a run resumed at `last_step`.
+def trim_metrics(workdir: str, last_step: int, name: str = rundir.METRICS) -> None:
+    """Makes `<workdir>/<name>` (metrics.jsonl, samples.jsonl) fit a run resumed at `last_step`.
 
     Drops a partial last line (a run killed mid-write) and the records of steps after
     `last_step` (they will be trained and logged again), so each step is logged once.
     """
-    path = os.path.join(workdir, rundir.METRICS)
+    path = os.path.join(workdir, name)
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:

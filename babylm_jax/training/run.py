@@ -164,6 +164,7 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
             _record_inputs(place, corpus, resumed=restored is not None)
         write_run_config(place.local, run_config)
         trim_metrics(place.local, start_step)
+        trim_metrics(place.local, start_step, rundir.SAMPLES)
         place.push()
     aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),
                                               run_config.model.vocab_size, run_config.model.family)

@@ -33,6 +33,8 @@ def run_summary(run: Run, logger: StepLogger, evaluator: RunEvaluator, last_step
         "final_eval_loss": evaluator.last_loss,
         "final_task_scores": evaluator.last_scores,
         "task_eval_seconds": evaluator.task_seconds,
+        "sample_seconds": evaluator.sample_seconds,  # text samples at evals (train.sample_prompts)
+        "sample_compile_seconds": evaluator.samples.program.seconds if evaluator.samples is not None else 0.0,
         "wall_time_s": wall,
         "train_seconds": logger.timer.total_seconds,  # completed steps only: no compiles, evals or checkpoints
         "compiles": programs.count,
