@@ -47,6 +47,7 @@ def _objective(weights, position="target"):
     return aux_heads.AuxObjective(config, hanzi_labels.head_sizes(), table)
 
 
+@pytest.mark.slow
 def test_loss_and_mask_match_a_loop_over_positions():
     objective = _objective({"tone": 0.5, "radical": 2.0})
     hidden = jax.random.normal(jax.random.key(0), (2, 5, 8))

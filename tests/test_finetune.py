@@ -183,6 +183,7 @@ def test_multiple_choice_with_two_three_and_four_options():
         assert np.mean(outcome.best_predictions[counts == n] == labels[counts == n]) >= 0.8
 
 
+@pytest.mark.slow
 def test_registry_runner_on_fixture_files(tmp_path):
     from babylm_jax.tasks import registry as tasks
 

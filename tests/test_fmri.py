@@ -92,6 +92,7 @@ def _planted_story_designs(root, split, settings):
     return np.concatenate(out)
 
 
+@pytest.mark.slow
 def test_planted_signal_is_recovered_near_the_ceiling(synth):
     truth = json.loads((synth / "synth_truth.json").read_text())
     root = synth / "cogbench"
@@ -145,6 +146,7 @@ def loaded():
     return Loaded(model, params, tokenizer)
 
 
+@pytest.mark.slow
 def test_pooled_features_equal_one_row_at_a_time(loaded):
     model, params, tok = loaded.model, loaded.params, loaded.tokenizer
 
@@ -180,6 +182,7 @@ def _settings(layer=-1, layers=None) -> EvalSettings:
     return dataclasses.replace(settings, fmri_layer=layer, fmri=discourse)
 
 
+@pytest.mark.slow
 def test_runners_end_to_end_with_layer_sweep_and_averages(synth, loaded):
     word = encoding.run_word_fmri(_spec("word_fmri"), loaded, synth, _settings())
     assert word.details["layer"] == 2 and set(word.details["layer_sweep"]) == {"0", "1", "2"}

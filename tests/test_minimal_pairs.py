@@ -117,6 +117,7 @@ def test_unk_rule_flips_exactly_the_items_with_unk():
     assert not minimal_pairs.score_pairs(scorer, fallback, pairs)[2].any()
 
 
+@pytest.mark.slow
 def test_run_task_on_fixtures():
     tokenizer = CharTokenizer(_fixture_characters(), byte_fallback=True)
     loaded = _tiny_loaded(tokenizer, family="mlm")
