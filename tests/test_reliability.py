@@ -1,8 +1,8 @@
 """Preemption, damage and misuse: each case below ends in a clear error or an exact resume.
 
 Cases (issue 14):
-- SIGTERM / SIGINT (in a subprocess): the current step finishes, is checkpointed with the data
-  iterator, metrics are flushed, one line says where to resume, exit 143 / 130, no traceback;
+- SIGTERM / SIGINT / SIGHUP (in a subprocess): the current step finishes, is checkpointed with the data
+  iterator, metrics are flushed, one line says where to resume, exit 143 / 130 / 129, no traceback;
   the resumed run is bit-exact; a signal during setup ends at once; the processes of a
   multi-process run agree on the step to stop at;
 - a NaN loss stops in one line (exit 2), no traceback, and its state is never saved;
@@ -404,7 +404,7 @@ def _signal_train(corpus_dir, workdir, signal_name="none", at_step=0, nan_at=0) 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130)])
+@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130), ("SIGHUP", 129)])
 def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, status, finished_run, tiny_corpus_dir,
                                                                tmp_path):
     workdir = tmp_path / "run"

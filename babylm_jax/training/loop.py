@@ -39,7 +39,7 @@ def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None
 
     `stop_at_step` ends this invocation early (after a checkpoint at that step) without
     changing the schedule, as a preempted job would; running again resumes there.
-    SIGTERM or SIGINT ends it the same way after the current step (`preemption`), raising
+    SIGTERM, SIGINT or SIGHUP ends it the same way after the current step (`preemption`), raising
     `preemption.Stopped` once the checkpoint is written.
     """
     if config.train.deterministic:
