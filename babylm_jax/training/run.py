@@ -150,6 +150,8 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
         if moved:
             print(moved_corpus_line(moved))
     data = _train_data(run_config, place, is_main)
+    if is_main and not data.eval_batches:
+        print(no_held_out_line(run_config, data.stats))
     init_unboxed, state_shardings, target = sharded_init(run_config, model, optimizer, mesh)
     checkpointer = Checkpointer(place.checkpoints_at, run_config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
@@ -176,6 +178,19 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
                                               run_config.model.vocab_size, run_config.model.family)
     return Run(run_config, place, is_main, model, optimizer, data, mesh, make_masking(run_config.data, data.tokenizer),
                state, state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
+
+
+def no_held_out_line(run_config: RunConfig, stats: dict) -> str:
+    """The line a run that holds no document out says at its start: why, and how to hold some out."""
+    documents = stats["train"]["documents"] + stats["eval"]["documents"]
+    if run_config.data.eval_share == 0:
+        why, fix = "data.eval_share=0", "set data.eval_share above 0 (e.g. 0.01)"
+    else:
+        why = f"the corpus is {documents:,} document{'s' * (documents != 1)}, too few for data.eval_share"
+        fix = ("give the corpus more documents (a .txt file's documents are its blocks between blank lines; "
+               "data.txt_documents='line' makes each line one)")
+    return (f"no held-out text ({why}): the eval loss is not measured, and is absent from {rundir.METRICS} and "
+            f"{rundir.SUMMARY}; to measure it, {fix}")
 
 
 def _record_inputs(place: RunPlace, corpus: dict[str, dict], resumed: bool) -> None:
