@@ -45,7 +45,8 @@ from babylm_jax.core.workers import chunks_by_chars, num_workers, run_tasks
 
 
 # What the corpus settings (cache_keys.corpus_settings) are called where a recount names them.
-_SETTING_NAMES = {"version": "the counted corpus's format", "line_filter": "the leakage filter (data.leakage)"}
+_SETTING_NAMES = {"version": "the counted corpus's format", "line_filter": "the leakage filter (data.leakage)",
+                  "reading_rules": "how the readers cut files into documents (sources.READING_RULES)"}
 CHECK_EVERY = 200  # every 200th document of a shard counted by the faster segmenter is checked against jieba.cut
 _WORD_LENGTHS: tuple[Callable[[str], list[int]], str] | None = None
 
