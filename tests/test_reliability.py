@@ -274,6 +274,19 @@ def test_prepare_workers_exit_with_their_parent(tmp_path):
     assert not any(_running(p) for p in workers)
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no hang-ups on this platform")
+def test_the_processes_a_pool_starts_keep_hang_ups_blocked():
+    """A closed terminal hangs up its whole process group: multiprocessing's resource tracker (which ignores only
+    SIGINT and SIGTERM) died of it during prepare, with tracebacks; the pool's processes start with it blocked."""
+    from babylm_jax.core import workers
+
+    probe = "import signal; print(signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, []))"
+    with workers._hang_ups_held():
+        child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert child.stdout.strip() == "True"
+    assert signal.SIGHUP not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the parent's own, back as it was
+
+
 def test_a_pool_whose_initializer_fails_raises_at_the_first_failure():
     import functools
     import importlib
