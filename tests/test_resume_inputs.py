@@ -271,3 +271,13 @@ def test_evaluation_and_export_refuse_a_tokenizer_the_checkpoint_was_not_trained
     with pytest.raises(CheckpointError, match=r"was trained with a char tokenizer of 64 ids .* but the tokenizer in "
                        r"\S+/tokenizer is a char tokenizer of 13 ids .*put back the tokenizer/ folder"):
         load_for_eval(str(workdir))
+
+
+def test_a_run_copied_without_its_tokenizer_makes_it_again_and_resumes(started, workdir, capsys):
+    """A half-copied run (no tokenizer/) was refused as 'tokenizer file ... was removed', though its corpus
+    gives the same tokenizer back, which the checkpoint's vocabulary checks."""
+    shutil.rmtree(workdir / rundir.TOKENIZER)
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    assert "Resuming" in capsys.readouterr().out
+    assert listing(workdir / rundir.TOKENIZER).keys() == listing(started[1] / rundir.TOKENIZER).keys()
+    assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
