@@ -18,7 +18,7 @@ compares finished runs in one table (gather.csv, gather.md, leaderboard_<run>.js
 (`train.writers`; `eval.run_log`). `--tasks all` runs every
 task whose files are present and says which were skipped and why. Beside results.json it
 writes results_details.json, report.md and per-task PNGs. A user error is one line and exit
-status 2 (`babylm_jax.config.cli`). A failed task, or SIGTERM / SIGINT in a task, leaves the
+status 2 (`babylm_jax.config.cli`). A failed task, or a stop signal (SIGTERM, SIGINT, SIGHUP) in a task, leaves the
 finished tasks written (none finished: no results file) and the command exits non-zero: the
 failure's status, or 128 + the signal's number (143, 130).
 """

@@ -28,7 +28,7 @@ _CHECKPOINT = cli.CheckpointFlags.define(COMMAND, "Export")
 _OUTPUT = flags.DEFINE_string("output", None, "Export directory to write.", flag_values=COMMAND.flags)
 _LAYER = flags.DEFINE_integer("layer", None, "Hidden state AutoModel returns as last_hidden_state "
                               "(default: the last).", flag_values=COMMAND.flags)
-_OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace a non-empty --output directory.",
+_OVERWRITE = flags.DEFINE_boolean("overwrite", False, "Replace an earlier export in --output (only what it wrote).",
                                   flag_values=COMMAND.flags)
 flags.mark_flags_as_required(["output"], flag_values=COMMAND.flags)
 

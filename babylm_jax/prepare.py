@@ -67,9 +67,13 @@ def prepare_and_report(run: RunConfig, workdir: pathlib.Path) -> None:
     with times.stage("evaluation items"):  # read (and a bad file named) before the corpus pass, not after it
         detector = data_dir and leakage.LeakDetector.from_data_dir(data_dir, data_config.leakage.ngram,
                                                                    data_config.normalize)
-    if checkpoint_steps(str(workdir)):  # a trained run's data: only the inputs it was started from
+    check = None
+    if checkpoint_steps(str(workdir)):  # a trained run's data: only the inputs it was started from, its vocabulary
         run_inputs.check_inputs(workdir, run_inputs.corpus_files(data_config, workdir))
-    prepared = prepare_corpus(run, workdir, times)
+        from babylm_jax.training.checkpoint_vocabulary import resumable, trained_vocabulary  # jax: trained runs only
+
+        check = resumable(trained_vocabulary(str(workdir), workdir))
+    prepared = prepare_corpus(run, workdir, times, check)
     report = prepared.budget_report
     print(f"budget: {report['words_raw']:,} jieba words as read (declare this), {report['words']:,} as trained on, "
           f"of {report['word_budget']:,}{' (OVER BUDGET, allowed)' if report['over_budget'] else ''}"

@@ -5,9 +5,9 @@ command on the same workdir resumes from its latest checkpoint. A user error is 
 and exit status 2 (`babylm_jax.config.cli`). The first line names the backend and devices, the next
 whether the run is bit-exact there (train.deterministic) and what that costs; a recipe
 made for an accelerator (`mesh.target`) refuses to start on a CPU backend unless --allow_cpu.
-SIGTERM (preemption) or Ctrl-C ends the run after
-the current step with a checkpoint of it and one line saying so: exit status 143 (SIGTERM)
-or 130 (SIGINT), 128 + the signal's number.
+SIGTERM (preemption), Ctrl-C or a hang-up (SIGHUP: a closed terminal, a dropped ssh session) ends
+the run after the current step with a checkpoint of it and one line saying so: exit status 143
+(SIGTERM), 130 (SIGINT) or 129 (SIGHUP), 128 + the signal's number.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from absl import flags, logging
 from babylm_jax.config import cli
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.core import platforms
+from babylm_jax.core.stops import say_stopped
 
 COMMAND = cli.Command("train", __doc__)
 _CONFIG = COMMAND.config("config", help_string="Path to an ml_collections config file, e.g. configs/base.py.")
@@ -46,8 +47,8 @@ def main(argv: Sequence[str]) -> dict:
     print(f"train: {devices.describe_determinism(config)}", flush=True)
     try:
         return loop.train_and_evaluate(config, _WORKDIR.value)
-    except preemption.Stopped as stopped:  # SIGTERM (exit 143) or SIGINT (130): where to resume, one line
-        print(f"train: {stopped}", flush=True)
+    except preemption.Stopped as stopped:  # SIGTERM (exit 143), SIGINT (130), SIGHUP (129): where to resume
+        say_stopped(f"train: {stopped}")
         sys.exit(stopped.exit_status)
 
 

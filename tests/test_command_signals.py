@@ -1,5 +1,5 @@
-"""Every command ends on SIGTERM or SIGINT with one line saying what is kept (issue 27) and exit
-status 128 + the signal's number (issue 35): 143 for SIGTERM, 130 for SIGINT, so that
+"""Every command ends on SIGTERM, SIGINT or SIGHUP with one line saying what is kept (issue 27) and exit
+status 128 + the signal's number (issue 35): 143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP, so that
 `train && evaluate` stops there. An evaluate stopped in a task keeps the tasks it finished."""
 import importlib.util
 import json
@@ -22,7 +22,7 @@ from babylm_jax.core.stops import Stopped
 pytestmark = pytest.mark.slow  # every test runs a command in a subprocess and signals it
 
 
-@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):
     def stopped():
         raise Stopped(signum, f"stopped by {signal.Signals(signum).name}; nothing half-written is kept")
@@ -31,6 +31,25 @@ def test_a_stop_is_one_line_and_its_exit_status(capsys, signum, status):
         cli.report_errors("evaluate", stopped)
     assert exit_info.value.code == status
     assert capsys.readouterr().out == f"evaluate: stopped by {signal.Signals(signum).name}; nothing half-written is kept\n"
+
+
+def test_a_hang_up_whose_terminal_is_gone_keeps_its_exit_status(monkeypatch):
+    """After a closed terminal's SIGHUP the stop's line cannot be written (EIO): the exit status stands."""
+    class GoneTerminal:
+        def write(self, text):
+            raise OSError(5, "Input/output error")
+
+        def flush(self):
+            raise OSError(5, "Input/output error")
+
+    def stopped():
+        raise Stopped(signal.SIGHUP, "stopped by SIGHUP after step 6; ...")
+
+    monkeypatch.setattr(sys, "stdout", GoneTerminal())
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("train", stopped)
+    assert exit_info.value.code == 129 and sys.stdout.name == os.devnull
+    sys.stdout.close()
 
 
 def test_sigterm_during_prepare_is_one_line_and_the_same_command_goes_on(tmp_path):

@@ -218,3 +218,24 @@ def test_a_corpus_file_gone_after_the_listing_is_named_with_a_way_on(tmp_path):
     with pytest.raises(corpus.CorpusError, match=rf"corpus file {tmp_path / 'b.txt'} is gone \(removed or renamed "
                                                  r"after the corpus was listed\); restore it, or run the same command"):
         list(corpus.iter_raw_documents(sources, config))
+
+
+# Files from Windows (\r\n), an old Mac or a Windows tool that ends lines with a lone \r, a BOM, whitespace-only
+# lines (an ideographic space too) and no line end at the end: the documents each reader makes of them.
+TRICKY = b"\xef\xbb\xbf\xe7\x8c\xab\r\n\xe7\x8b\x97\r\n\r\n\xe9\xb8\x9f\r\r\xe9\xb1\xbc\r\n \xe3\x80\x80\r\n\xe9\xbe\x99"
+DOCUMENTS = {"blank_line": ["猫\n狗", "鸟", "鱼", "龙"], "line": ["猫", "狗", "", "鸟", "", "鱼", " \u3000", "龙"]}
+
+
+@pytest.mark.parametrize("txt_documents", list(DOCUMENTS))
+def test_the_reading_rules_in_the_cache_key_are_what_the_readers_do(txt_documents, tmp_path):
+    """A reader whose rule changed while the counted corpus's key stayed the same reused a cache counted under the
+    old rule: other documents. The rule is part of the key (sources.READING_RULES): if this fails after a change
+    to a reader, say the new rule in READING_RULES (so its caches are counted again), then update this test."""
+    from babylm_jax.corpus.cache_keys import fingerprint
+
+    (tmp_path / "windows.txt").write_bytes(TRICKY)
+    (tmp_path / "windows.jsonl").write_bytes(b'{"text": "a"}\r\n\r\n{"text": "b"}\r{"text": "c"}')
+    assert (_documents(_data_config(paths=[str(tmp_path / "windows.txt")], txt_documents=txt_documents))
+            == DOCUMENTS[txt_documents])
+    assert _documents(_data_config(paths=[str(tmp_path / "windows.jsonl")])) == ["a", "b", "c"]
+    assert fingerprint(corpus.READING_RULES) == "94bc927832c6e3a6"

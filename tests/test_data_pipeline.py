@@ -277,3 +277,34 @@ def test_a_workdir_tokenizer_of_other_settings_is_replaced_with_a_line(corpus_di
     assert json.loads((tokenizer_dir / "tokenizer.json").read_text())["kind"] == "char"
     preparation.prepare_corpus(char, tmp_path)
     assert "replaced" not in capsys.readouterr().out
+
+
+def test_a_file_that_grows_during_the_count_is_said_and_its_count_not_kept(tmp_path, monkeypatch):
+    """The count read a grown file but keyed it as listed: once the file was back at that size and content, the
+    cache was reused with 1,000 documents that are not in the corpus."""
+    from babylm_jax.config.data import DataConfig
+    from babylm_jax.corpus import corpus_cache
+    from babylm_jax.corpus.cache_integrity import FileHashes
+
+    path = tmp_path / "corpus" / "docs.txt"
+    path.parent.mkdir()
+    path.write_text("小猫在睡觉。\n\n今天天气很好。\n\n他说好的。\n", encoding="utf-8")
+    listed = path.read_bytes()
+    data_config = DataConfig.from_config(synthetic.tiny_config(path.parent).data)
+    files = corpus.corpus_files(corpus.list_sources(data_config), FileHashes(None))  # as prepare lists the corpus
+    real_run_tasks = corpus_cache.run_tasks
+
+    def growing(*args, **kwargs):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n".join(f"\n新的第{i}篇。" for i in range(1000)) + "\n")
+        return real_run_tasks(*args, **kwargs)
+
+    monkeypatch.setattr(corpus_cache, "run_tasks", growing)
+    with pytest.raises(corpus.CorpusError, match=r"the corpus changed while its words were counted: corpus file "
+                       r"docs\.txt has [\d,]+ bytes, [\d,]+ were recorded since it was listed; nothing of this count is "
+                       "kept"):
+        corpus_cache.count_corpus(data_config, tmp_path / "data", files=files)
+    assert not list((tmp_path / "data").glob("corpus-*"))
+    monkeypatch.undo()
+    path.write_bytes(listed)  # back to the size and content it was listed with
+    assert len(list(corpus_cache.count_corpus(data_config, tmp_path / "data").iter_texts())) == 3

@@ -29,6 +29,15 @@ def test_export_real_checkpoint(tmp_path):
     embedding = load_file(out / "model.safetensors")["model.embed_tokens.weight"]
     np.testing.assert_array_equal(embedding, np.asarray(train_state.params["params"]["embed"]["embedding"]))
 
+    # --overwrite replaces only what export wrote: a user's notes there refuse it, named, and stay.
+    (out / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(FileExistsError, match=r"holds notes\.txt, which export did not write: --overwrite replaces "
+                       "only an export's own files"):
+        export.main(["export", "--workdir", str(tmp_path / "run"), "--output", str(out), "--overwrite"])
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+
     # --layer makes AutoModel return an inner hidden state, which needs our own modelling code.
     export.main(["export", "--workdir", str(tmp_path / "run"), "--output", str(out), "--layer", "0", "--overwrite"])
     config = json.loads((out / "config.json").read_text())

@@ -1,8 +1,8 @@
 """Preemption, damage and misuse: each case below ends in a clear error or an exact resume.
 
 Cases (issue 14):
-- SIGTERM / SIGINT (in a subprocess): the current step finishes, is checkpointed with the data
-  iterator, metrics are flushed, one line says where to resume, exit 143 / 130, no traceback;
+- SIGTERM / SIGINT / SIGHUP (in a subprocess): the current step finishes, is checkpointed with the data
+  iterator, metrics are flushed, one line says where to resume, exit 143 / 130 / 129, no traceback;
   the resumed run is bit-exact; a signal during setup ends at once; the processes of a
   multi-process run agree on the step to stop at;
 - a NaN loss stops in one line (exit 2), no traceback, and its state is never saved;
@@ -274,6 +274,19 @@ def test_prepare_workers_exit_with_their_parent(tmp_path):
     assert not any(_running(p) for p in workers)
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no hang-ups on this platform")
+def test_the_processes_a_pool_starts_keep_hang_ups_blocked():
+    """A closed terminal hangs up its whole process group: multiprocessing's resource tracker (which ignores only
+    SIGINT and SIGTERM) died of it during prepare, with tracebacks; the pool's processes start with it blocked."""
+    from babylm_jax.core import workers
+
+    probe = "import signal; print(signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, []))"
+    with workers._hang_ups_held():
+        child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert child.stdout.strip() == "True"
+    assert signal.SIGHUP not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the parent's own, back as it was
+
+
 def test_a_pool_whose_initializer_fails_raises_at_the_first_failure():
     import functools
     import importlib
@@ -404,7 +417,7 @@ def _signal_train(corpus_dir, workdir, signal_name="none", at_step=0, nan_at=0) 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130)])
+@pytest.mark.parametrize("signal_name,status", [("SIGTERM", 143), ("SIGINT", 130), ("SIGHUP", 129)])
 def test_a_signal_ends_training_with_a_checkpoint_of_its_step(signal_name, status, finished_run, tiny_corpus_dir,
                                                                tmp_path):
     workdir = tmp_path / "run"

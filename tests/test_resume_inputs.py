@@ -219,3 +219,65 @@ def test_a_record_of_configured_paths_still_resumes(started, workdir, capsys):
     (workdir / rundir.INPUTS).write_text(json.dumps(record))
     loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
     assert "Resuming" in capsys.readouterr().out
+
+
+def _new_characters(corpus: pathlib.Path) -> None:
+    """A file whose characters outnumber most of the corpus's: the char tokenizer rebuilt from it gives ids to
+    other pieces."""
+    (corpus / "c.txt").write_text("\n\n".join(["龙凤麒麟鹤龟"] * 400) + "\n", encoding="utf-8")
+
+
+def test_a_run_without_a_record_resumed_onto_another_vocabulary_is_refused_naming_both(corpus, workdir, capsys):
+    """A run copied without inputs.json (or older than it) onto a changed corpus was resumed "as before" with
+    a tokenizer rebuilt from it; the checkpoint knows its vocabulary, and the tokenizer/ of the workdir stays."""
+    (workdir / rundir.INPUTS).unlink()
+    _new_characters(corpus)
+    kept = {name: listing(workdir / name) for name in (rundir.TOKENIZER, rundir.CHECKPOINTS)}
+    config_json = (workdir / rundir.CONFIG).read_bytes()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.report_errors("train", loop.train_and_evaluate, RunConfig.from_config(run_config(corpus)), str(workdir))
+    assert exit_info.value.code == cli.EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    assert "Resuming" not in captured.out and "resumed as before" not in captured.out
+    line = captured.err.strip().splitlines()[-1]
+    vocabulary = r"a char tokenizer of 64 ids \(vocabulary [0-9a-f]{16}\)"
+    assert re.fullmatch(rf"train: error: checkpoint \S+/checkpoints/4 was trained with {vocabulary}, but the tokenizer "
+                        rf"of this run's corpus and settings is {vocabulary}: its ids would mean other pieces; give "
+                        r"data.corpus and data.paths the corpus it was trained on .*", line), line
+    assert {name: listing(workdir / name) for name in kept} == kept
+    assert (workdir / rundir.CONFIG).read_bytes() == config_json and not (workdir / rundir.INPUTS).exists()
+
+
+def test_a_checkpoint_older_than_its_vocabulary_record_resumes_with_one_line(started, workdir, capsys):
+    meta_file = workdir / rundir.CHECKPOINTS / "4" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    del meta["vocabulary"]
+    meta_file.write_text(json.dumps(meta))
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "does not record the vocabulary" in line] == [
+        f"checkpoint {workdir}/checkpoints/4 does not record the vocabulary it was trained with (written by an older "
+        "babylm_jax): resumed with the workdir's tokenizer as it is; every checkpoint from now on records it"]
+    assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}
+
+
+def test_evaluation_and_export_refuse_a_tokenizer_the_checkpoint_was_not_trained_with(workdir):
+    from babylm_jax.corpus.tokenizer import CharTokenizer
+    from babylm_jax.training.checkpoints import load_for_eval
+    from babylm_jax.training.run_config import CheckpointError
+
+    shutil.rmtree(workdir / rundir.TOKENIZER)
+    CharTokenizer(list("龙凤麒麟鹤龟"), byte_fallback=False).save(workdir / rundir.TOKENIZER)
+    with pytest.raises(CheckpointError, match=r"was trained with a char tokenizer of 64 ids .* but the tokenizer in "
+                       r"\S+/tokenizer is a char tokenizer of 13 ids .*put back the tokenizer/ folder"):
+        load_for_eval(str(workdir))
+
+
+def test_a_run_copied_without_its_tokenizer_makes_it_again_and_resumes(started, workdir, capsys):
+    """A half-copied run (no tokenizer/) was refused as 'tokenizer file ... was removed', though its corpus
+    gives the same tokenizer back, which the checkpoint's vocabulary checks."""
+    shutil.rmtree(workdir / rundir.TOKENIZER)
+    loop.train_and_evaluate(RunConfig.from_config(run_config(started[0])), str(workdir))
+    assert "Resuming" in capsys.readouterr().out
+    assert listing(workdir / rundir.TOKENIZER).keys() == listing(started[1] / rundir.TOKENIZER).keys()
+    assert {s: r["loss"] for s, r in read_train(workdir).items()} == {s: r["loss"] for s, r in read_train(started[1]).items()}

@@ -278,3 +278,22 @@ def test_the_next_commands_paste_as_printed_for_a_workdir_with_spaces(tmp_path):
     assert [shlex.split(line)[3:] for line in commands] == [
         ["--workdir", str(workdir), "--data_dir", "DATA_DIR"],
         ["--workdir", str(workdir), "--output", str(workdir / "hf")]]
+
+
+def test_a_corpus_whose_held_out_share_gets_no_document_says_so_and_reports_no_eval_loss(tmp_path, capsys):
+    """One document, nothing held out: the run reported eval_loss 0.0000 and final_eval_loss 0.0, first in any
+    comparison. It says so at the start, with a way on, and the eval loss is absent."""
+    from fixtures.data import synthetic
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "one.txt").write_text("\n".join(synthetic.documents(150)) + "\n", encoding="utf-8")
+    config = tiny_config(tmp_path / "corpus")
+    config.train.update(num_steps=2, eval_every_steps=1)
+    summary = loop.train_and_evaluate(RunConfig.from_config(config), str(tmp_path / "run"))
+    out = capsys.readouterr().out
+    assert ("no held-out text (the corpus is 1 document, too few for data.eval_share): the eval loss is not measured, "
+            "and is absent from metrics.jsonl and summary.json; to measure it, give the corpus more documents") in out
+    assert "final eval loss   none: no held-out text" in out
+    assert summary["final_eval_loss"] is None
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["final_eval_loss"] is None
+    assert read_metrics(tmp_path / "run")[1] == []

@@ -151,3 +151,50 @@ def test_the_exported_tokenizer_gives_offsets_as_a_fast_tokenizer_does(tmp_path)
     assert batch["offset_mapping"] == [[(0, 0), (0, 2), (2, 3), (3, 5), (0, 0)], [(0, 0), (0, 1), (0, 0), (0, 0), (0, 0)]]
     assert hf("我们", "去公园", return_offsets_mapping=True)["offset_mapping"] == [(0, 0), (0, 2), (0, 0), (0, 1),
                                                                                     (1, 3), (0, 0)]
+
+
+def _call_forms():
+    """(texts, options) of every call a scorer makes: single, batch, padded (both sides), pair; framed or not."""
+    single, batch = "我们今天去北京。", ["我们今天去北京。", "去公园", "我们"]
+    for framed in (True, False):
+        yield single, {"add_special_tokens": framed}
+        yield batch, {"add_special_tokens": framed, "padding": True}
+        yield batch, {"add_special_tokens": framed, "padding": True, "padding_side": "left"}
+        yield [single], {"add_special_tokens": framed}
+    yield ("我们", "去公园"), {}
+
+
+@pytest.mark.parametrize("return_tensors", [None, "np", "pt"])
+def test_the_exported_words_tokenizer_keeps_a_fast_tokenizers_contract_in_every_call_form(return_tensors, tmp_path):
+    """Offsets with the framing slots even without add_special_tokens (8 for 6 ids), and a single text's
+    return_tensors="pt" input_ids of shape [7], not [1, 7] (the exported model then failed in its rotary
+    embedding). On a vocabulary of characters the words tokenizer gives the ids of our char tokenizer's fast
+    export: every call form must give what that fast tokenizer gives, key by key, shape by shape."""
+    transformers = pytest.importorskip("transformers")
+    if return_tensors == "pt":
+        pytest.importorskip("torch", reason='return_tensors="pt" needs PyTorch, in the export extra (README "Export")')
+    import importlib.util
+
+    from babylm_jax.corpus.tokenizer import CharTokenizer
+    from babylm_jax.hf import fast_tokenizer
+
+    spec = importlib.util.spec_from_file_location("tokenization_babylm_words", HF_WORDS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    chars = CharTokenizer(list("我们今天去北京。公园"), byte_fallback=False)
+    pieces = [chars.id_to_piece(i) for i in range(chars.vocab_size)]
+    (tmp_path / "vocab.json").write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
+    specials = dict(unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>", mask_token="[MASK]")
+    ours = module.BabyLMWordTokenizer(str(tmp_path / "vocab.json"), byte_fallback=False, **specials)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=fast_tokenizer.build_fast_tokenizer(chars, "causal"), **specials)
+    for texts, options in _call_forms():
+        text, pair = texts if isinstance(texts, tuple) else (texts, None)
+        got, want = (tokenizer(text, pair, return_offsets_mapping=True, return_tensors=return_tensors, **options)
+                     for tokenizer in (ours, fast))
+        for key in ("input_ids", "attention_mask", "offset_mapping"):
+            assert type(got[key]) is type(want[key]), (texts, options, key)
+            assert np.shape(got[key]) == np.shape(want[key]), (texts, options, key)
+            assert np.asarray(got[key]).tolist() == np.asarray(want[key]).tolist(), (texts, options, key)
+    plain = ours("我们今天去北京。", add_special_tokens=False, return_offsets_mapping=True)
+    assert len(plain["offset_mapping"]) == len(plain["input_ids"]) == 8

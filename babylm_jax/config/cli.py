@@ -4,9 +4,9 @@ Options are absl flags; a command with settings takes `--config FILE` (an ml_col
 config file, `get_config()`) and `--config.a.b=v` overrides of any key in it. A user error
 (a bad option, an unknown config key, a missing or damaged file, an impossible setting)
 prints one line to stderr, `<command>: error: <what is wrong and how to fix it>`, and exits
-with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one). A command stopped by SIGTERM
-or SIGINT before its work finished prints one line saying what it kept and exits with status
-128 + the signal's number (143, 130), so that `train && evaluate` stops there.
+with status 2, without a traceback (BABYLM_TRACEBACK=1 shows one). A command stopped by SIGTERM,
+SIGINT or SIGHUP (`core.stops.STOP_SIGNALS`) before its work finished prints one line saying what it
+kept and exits with status 128 + the signal's number (143, 130, 129), so that `train && evaluate` stops there.
 
     COMMAND = cli.Command("export", __doc__)
     _OUTPUT = flags.DEFINE_string("output", None, "export directory", flag_values=COMMAND.flags)
@@ -37,7 +37,7 @@ from ml_collections import config_flags
 
 from babylm_jax.config.files import ConfigFileError, load_config_file
 from babylm_jax.core import platforms
-from babylm_jax.core.stops import STOP_SIGNALS, Stopped, stop_behind, stop_on_signals
+from babylm_jax.core.stops import STOP_SIGNALS, Stopped, say_stopped, stop_behind, stop_on_signals
 
 EXIT_USER_ERROR = 2
 
@@ -74,14 +74,14 @@ def close_progress_bars() -> None:
 
 def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)`, with any user error turned into one line and exit status 2, and a
-    stop by SIGTERM or SIGINT into one line and exit status 128 + the signal's number (143, 130)."""
+    stop by one of STOP_SIGNALS into one line and exit status 128 + the signal's number (143, 130, 129)."""
     try:
         return function(*args)
     except USER_ERRORS as error:
         stopped = stop_behind(error)
         if stopped is not None:  # a library wrapped the stop in an error of its own (jax's pytree equality)
             close_progress_bars()
-            print(f"{command}: {stopped}", flush=True)
+            say_stopped(f"{command}: {stopped}")
             sys.exit(stopped.exit_status)
         if os.environ.get("BABYLM_TRACEBACK"):
             raise
@@ -93,7 +93,7 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         fail(command, line)
     except Stopped as stopped:
         close_progress_bars()
-        print(f"{command}: {stopped}", flush=True)
+        say_stopped(f"{command}: {stopped}")
         sys.exit(stopped.exit_status)
 
 

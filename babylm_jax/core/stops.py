@@ -1,4 +1,4 @@
-"""How a command stops on SIGTERM or SIGINT: one line saying what is kept, and exit status 128 + the signal's number.
+"""How a command stops on SIGTERM, SIGINT or SIGHUP: one line saying what is kept, exit status 128 + its number.
 
     stop_on_signals("nothing half-written is kept; ...")   # `cli.Command.run` does this for every command
     ...                                                     # a signal raises Stopped here, where that is safe
@@ -17,17 +17,20 @@ import threading
 import time
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# The signals whose default action ends a process and that a user or a system sends to end a command: a
+# scheduler's preemption (SIGTERM), Ctrl-C (SIGINT), a closed terminal or a dropped ssh session (SIGHUP; none
+# on Windows). SIGQUIT keeps its core dump, SIGUSR1/SIGUSR2 are left to the user, SIGKILL cannot be caught.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
 
 
 def stop_exit_status(signum: int) -> int:
-    """128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as shells report a command a
+    """128 + the signal's number (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP), as shells report a command a
     signal ended: `train && evaluate` does not go on after a stopped train."""
     return 128 + int(signum)
 
 
 class Stopped(BaseException):
-    """A command stopped by SIGTERM or SIGINT; the message says what is kept and how to go on.
+    """A command stopped by one of STOP_SIGNALS; the message says what is kept and how to go on.
 
     A BaseException, like KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
     """
@@ -43,6 +46,15 @@ class Stopped(BaseException):
     @property
     def signal_name(self) -> str:
         return signal.Signals(self.signum).name
+
+
+def say_stopped(line: str) -> None:
+    """Prints a stop's line; where the terminal is gone (a hang-up: writes fail) nobody reads it, and the
+    exit status stands (stdout then leads nowhere, so that the interpreter's last flush cannot change it)."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
 
 
 def stop_behind(error: BaseException) -> "Stopped | None":
@@ -119,7 +131,7 @@ _stops_waiting: dict[int, int] = {}  # signal -> times received while waiting fo
 
 
 def stop_on_signals(on_stop: str) -> None:
-    """SIGTERM and SIGINT raise Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
+    """Each of STOP_SIGNALS raises Stopped (`stopped by SIGTERM; <on_stop>`) in the main thread, once any
     XLA compile, import or JAX code under way has ended (`stop_when_safe`), again where it was ignored."""
     def handle(signum: int, frame: Any) -> None:
         stop_when_safe(signum, frame, f"stopped by {signal.Signals(signum).name}; {on_stop}")

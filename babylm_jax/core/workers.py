@@ -9,9 +9,11 @@ line naming the error, instead of letting multiprocessing start new workers that
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -75,6 +77,22 @@ def exit_with_parent(parent_pid: int, failures=None, initializer: bytes | None =
         os._exit(1)
 
 
+@contextlib.contextmanager
+def _hang_ups_held() -> Iterator[None]:
+    """Starts the pool's processes (and multiprocessing's resource tracker) with SIGHUP blocked, which they keep:
+    a closed terminal hangs up its whole process group, and the tracker, which ignores only SIGINT and SIGTERM,
+    died of it (tracebacks, "resource_tracker: process died unexpectedly"). The parent gets its own hang-up once
+    they have started and stops them (`core.stops`); they end with it (`exit_with_parent`)."""
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _result(pending, failures, desc: str):
     """The result of the oldest task, waited for while watching for a worker that could not start."""
     while not pending.ready():
@@ -102,9 +120,11 @@ def run_tasks(
                 bar.update()
             return
         context = multiprocessing.get_context("spawn")
-        failures = context.SimpleQueue()
         setup = pickle.dumps(initializer) if initializer is not None else None
-        with context.Pool(workers, initializer=exit_with_parent, initargs=(os.getpid(), failures, setup)) as pool:
+        with _hang_ups_held():
+            failures = context.SimpleQueue()
+            pool = context.Pool(workers, initializer=exit_with_parent, initargs=(os.getpid(), failures, setup))
+        with pool:
             pending: collections.deque = collections.deque()
             for task in tasks:
                 pending.append(pool.apply_async(fn, task))

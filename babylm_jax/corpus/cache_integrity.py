@@ -27,12 +27,13 @@ def file_records(directory: pathlib.Path) -> dict[str, dict]:
 
 
 def file_record(path: pathlib.Path) -> dict:
-    """{"bytes", "sha256"} of one file, read in blocks of 4 MiB (files can be large)."""
-    digest = hashlib.sha256()
+    """{"bytes", "sha256"} of one file as read, in blocks of 4 MiB (files can be large)."""
+    digest, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+            size += len(block)
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 def problems(directory: pathlib.Path, recorded: dict[str, dict]) -> dict[str, str]:
@@ -66,6 +67,12 @@ def differences(recorded: dict[str, dict], found: dict[str, dict], what: str) ->
     return out
 
 
+def _signature(file: pathlib.Path) -> list[int]:
+    """What says a file is unchanged in place: its size, modification and change times and inode."""
+    stat = file.stat()
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+
 _HASHED: dict[str, list] = {}  # this process's hashes by absolute path: [size, mtime, ctime, inode, sha256]
 
 
@@ -86,15 +93,14 @@ class FileHashes:
 
     def record(self, file: pathlib.Path) -> dict:
         """{"bytes", "sha256"} of `file`: from the record where its stat matches, else streamed and recorded."""
-        stat = file.stat()
-        where = os.path.abspath(file)
-        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        where, signature = os.path.abspath(file), _signature(file)
         for known in (_HASHED.get(where), self._known.get(where)):
             if isinstance(known, list) and len(known) == 5 and known[:4] == signature:
                 self._remember(where, known)
-                return {"bytes": stat.st_size, "sha256": known[4]}
+                return {"bytes": signature[0], "sha256": known[4]}
         record = file_record(file)
-        self._remember(where, signature + [record["sha256"]])
+        if _signature(file) == signature == [record["bytes"], *signature[1:]]:  # not changed while it was read
+            self._remember(where, signature + [record["sha256"]])
         return record
 
     def _remember(self, where: str, known: list) -> None:

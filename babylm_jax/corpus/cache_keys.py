@@ -14,6 +14,7 @@ from typing import Any
 
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.core.vocab import Framing
+from babylm_jax.corpus.sources import READING_RULES
 
 CACHE_VERSION = 1
 
@@ -33,6 +34,7 @@ def corpus_settings(data_config: DataConfig, line_filter) -> dict[str, Any]:
     """The settings that change what the counted corpus holds, by config key (the version of the cache too)."""
     return {
         "version": CACHE_VERSION,
+        "reading_rules": fingerprint(READING_RULES),
         "text_field": data_config.text_field,
         "txt_documents": data_config.txt_documents,
         "max_documents": data_config.max_documents,

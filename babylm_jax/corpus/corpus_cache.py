@@ -15,7 +15,9 @@ Layout under `<workdir>/data/`:
 `ckey` (cache_keys.corpus_key) hashes the corpus files' names, sizes and sha256 and the
 reading/normalisation settings: never their place or dates, so a workdir and its corpus
 copied anywhere count nothing again. Where a corpus is counted while another counted corpus
-is there, one line first says what differs from the closest one.
+is there, one line first says what differs from the closest one. A file that changed between
+its listing and the end of the count is named and the count removed (it would be keyed by what
+the file was, holding what it became).
 Every shard is written to a temporary path and renamed, so an interrupted run leaves only
 whole shards; a re-run skips them.
 """
@@ -43,7 +45,8 @@ from babylm_jax.core.workers import chunks_by_chars, num_workers, run_tasks
 
 
 # What the corpus settings (cache_keys.corpus_settings) are called where a recount names them.
-_SETTING_NAMES = {"version": "the counted corpus's format", "line_filter": "the leakage filter (data.leakage)"}
+_SETTING_NAMES = {"version": "the counted corpus's format", "line_filter": "the leakage filter (data.leakage)",
+                  "reading_rules": "how the readers cut files into documents (sources.READING_RULES)"}
 CHECK_EVERY = 200  # every 200th document of a shard counted by the faster segmenter is checked against jieba.cut
 _WORD_LENGTHS: tuple[Callable[[str], list[int]], str] | None = None
 
@@ -248,6 +251,7 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None,
     total = _shards_to_count(sources, data_config, directory)
     run_tasks(count_shard, tasks(), num_workers(data_config.num_workers), total, "count words",
               initializer=functools.partial(_init_worker, data_config.word_counter == "auto"))
+    _check_unchanged(sources, files, directory)
     cache = CorpusCache(directory, sources, shard_dirs)
     if not cache.shard_dirs or not int(cache.doc_array("doc_words").sum()):
         names = ", ".join(s.name for s in sources)
@@ -255,6 +259,19 @@ def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None,
     atomic_write_json(index_path, {"shards": len(shard_dirs), "files": file_records(directory / "shards"),
                                    "made_from": made_from})
     return cache
+
+
+def _check_unchanged(sources: list[corpus.Source], files: dict[str, dict], directory: pathlib.Path) -> None:
+    """Refuses a count during which a corpus file changed (it was read as it is now, but keyed as it was when
+    listed: the cache would be reused with documents that are not in that corpus), removing what it counted.
+    A file unchanged in place is not read again (`FileHashes`)."""
+    changes = differences(files, corpus.corpus_files(sources, FileHashes(None)), "corpus file")
+    if changes:
+        shutil.rmtree(directory, ignore_errors=True)
+        more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
+        raise corpus.CorpusError(f"the corpus changed while its words were counted: {'; '.join(changes[:3])}{more} "
+                                 "since it was listed; nothing of this count is kept: run the same command once its "
+                                 "files stop changing")
 
 
 def _why_count_again(root: pathlib.Path, made_from: dict) -> str | None:

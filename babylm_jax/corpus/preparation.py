@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import shutil
+from typing import Callable
 
 from babylm_jax.core import outputs, rundir
 from babylm_jax.core.atomic import atomic_dir, atomic_write_json
@@ -109,17 +110,19 @@ def _described(directory: pathlib.Path) -> str:
         return f"a tokenizer that could not be read ({type(error).__name__}: {error})"
 
 
-def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes | None = None) -> PreparedCorpus:
+def prepare_corpus(run: RunConfig, workdir: str | os.PathLike, times: StageTimes | None = None,
+                   check_tokenizer: Callable[[Tokenizer], None] | None = None) -> PreparedCorpus:
     """Budget check, tokenizer training and tokenisation; each step skipped when cached.
 
     Reads `run.data`, and of `run.model` the vocabulary size and the family (the documents' framing).
-    Each stage's wall time is added to `times`.
+    Each stage's wall time is added to `times`. `check_tokenizer` (a trained workdir's) may refuse the
+    tokenizer made, before anything is tokenised or the workdir's tokenizer/ replaced.
     """
     workdir = pathlib.Path(workdir)
     with outputs.full_disk_errors(workdir, "the prepared data", lambda: _prepared_size(run.data),
                                   "free some space (or give a --workdir on another disk) and run the same command: "
                                   "the shards already done are kept"):
-        return _prepare_corpus(run, workdir, times or StageTimes())
+        return _prepare_corpus(run, workdir, times or StageTimes(), check_tokenizer)
 
 
 PREPARED_PER_CORPUS_BYTE = 3  # a normalised copy of the text (shards) and its token ids, measured ~2.6
@@ -132,7 +135,8 @@ def _prepared_size(data_config: DataConfig) -> str:
             f"corpus's {corpus_bytes / 1e6:,.1f} MB; less for what is already prepared)")
 
 
-def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes) -> PreparedCorpus:
+def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes,
+                    check_tokenizer: Callable[[Tokenizer], None] | None) -> PreparedCorpus:
     data_config = run.data
     vocab_size, framing = run.model.vocab_size, family_spec(run.model.family).framing
     tok_config = data_config.tokenizer  # room for the characters required whatever the corpus holds, before the count
@@ -155,6 +159,8 @@ def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes) ->
     if tokenizer.vocab_size > vocab_size:
         raise ValueError(f"Tokenizer has {tokenizer.vocab_size} ids, more than model.vocab_size={vocab_size}")
     check_head_labels(run.train.aux_heads, tokenizer)  # auxiliary heads need hanzi in the vocabulary, before tokenising
+    if check_tokenizer is not None:
+        check_tokenizer(tokenizer)
     with times.stage("tokenise"):
         tokens = tokenize_corpus(corpus, tokenizer_dir, token_cache_key(key, framing), framing, data_config.num_workers)
     _publish_tokenizer(tokenizer_dir, workdir, key, tokenizer)

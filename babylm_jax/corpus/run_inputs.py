@@ -71,14 +71,17 @@ def _read_record(path: pathlib.Path) -> dict | None:
 
 def check_inputs(workdir: str | os.PathLike, corpus: dict[str, dict]) -> bool:
     """Whether `<workdir>/inputs.json` exists; raises InputsChanged, naming the files, where the
-    corpus (`corpus_files`) or the workdir's tokenizer differ from it."""
+    corpus (`corpus_files`) or the workdir's tokenizer differ from it. A tokenizer/ missing whole is not
+    a change: prepare makes it again from the corpus checked here, and the checkpoint's vocabulary
+    (`training.checkpoint_vocabulary`) checks what it made."""
     path = pathlib.Path(workdir) / rundir.INPUTS
     record = _read_record(path)
     if record is None:
         return False
     recorded = record["corpus"] if record.get("names") == NAMES else _renamed(record["corpus"], corpus)
-    changes = (differences(recorded, corpus, "corpus file")
-               + differences(record["tokenizer"], tokenizer_files(workdir), "tokenizer file"))
+    changes = differences(recorded, corpus, "corpus file")
+    if (pathlib.Path(workdir) / rundir.TOKENIZER).is_dir():  # one missing whole (a half-copied run) is made again
+        changes += differences(record["tokenizer"], tokenizer_files(workdir), "tokenizer file")  # from this corpus
     if changes:
         more = f" (and {len(changes) - _SHOWN} more)" if len(changes) > _SHOWN else ""
         raise InputsChanged(f"workdir {workdir} was started from other inputs ({path}): {'; '.join(changes[:_SHOWN])}"

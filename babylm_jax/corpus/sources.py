@@ -18,7 +18,10 @@ a missing text field, a document over `data.max_document_chars`, an empty file) 
 the file and line named, or is skipped when `data.on_bad_line = "skip"`: counted, and said once
 per file and kind of problem (a file that is not UTF-8 with a guess at its encoding). The NUL
 characters normalisation will remove are counted and said once per file too. A UTF-8 byte-order mark
-that starts a file is the encoding's, not text: it is read without it, and said.
+that starts a file is the encoding's, not text: it is read without it, and said. Lines end at
+\n, \r\n or a lone \r (a file saved by an old Mac or some Windows tools), as Python's text mode reads them.
+`READING_RULES` says how the readers cut files into documents; its fingerprint is part of the counted
+corpus's key, so a reader whose rule changes never reuses a cache counted under the old one.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import gzip
 import json
 import logging
 import pathlib
+import re
 import zlib
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -37,6 +41,17 @@ from babylm_jax.corpus.walk import suffix as _suffix
 
 if TYPE_CHECKING:
     from babylm_jax.config.data import DataConfig
+
+
+# How the readers cut files into lines and documents. Part of the counted corpus's key (cache_keys.corpus_settings):
+# change this text with any reader's rule, so that no cache counted under the old rule is reused with other
+# documents (tests/test_data_corpus.py holds the readers to it, and it to its fingerprint).
+READING_RULES = (
+    "lines end at \\n, \\r\\n or a lone \\r; a UTF-8 byte-order mark that starts a file is dropped; "
+    ".txt with data.txt_documents='blank_line': the blocks of lines between lines that are empty or whitespace "
+    "(str.strip), each line without its line end, joined with \\n; 'line': every line, one document each; "
+    ".jsonl(.gz): a JSON object per line that is not whitespace; .parquet and .arrow: a row each, data.text_field"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +161,10 @@ def _decodes(raw: bytes, encoding: str) -> bool:
     return True
 
 
+# After a lone \r: where a line so ended stops (no byte of a UTF-8 multi-byte character is a \r, so bytes are cut).
+_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
+
+
 def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line; a damaged or truncated .gz ends the file as one bad line."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
@@ -159,16 +178,17 @@ def _decoded_lines(path: pathlib.Path, bad: _BadLines) -> Iterator[tuple[int, st
             except (EOFError, OSError, zlib.error) as e:  # gzip: truncated stream, bad header or CRC
                 bad(path, number + 1, f"the file is damaged or cut short here ({e}); the rest of it is unreadable")
                 return
-            number += 1
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason}){_encoding_hint(raw)}",
-                    "lines that are not UTF-8")
-                continue
-            if number == 1 and text.startswith("\ufeff"):  # the encoding's mark (utf-8-sig), not the text's
-                text, bad.bom = text[1:], True
-            yield number, text
+            for raw_line in filter(None, _LONE_CR.split(raw)) if b"\r" in raw.rstrip(b"\r\n") else (raw,):
+                number += 1
+                try:
+                    text = raw_line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason}){_encoding_hint(raw_line)}",
+                        "lines that are not UTF-8")
+                    continue
+                if number == 1 and text.startswith("\ufeff"):  # the encoding's mark (utf-8-sig), not the text's
+                    text, bad.bom = text[1:], True
+                yield number, text
 
 
 def _txt_documents(path: pathlib.Path, per: str, bad: _BadLines) -> Iterator[tuple[int, str]]:

@@ -8,6 +8,7 @@ finds the class by the kind). Training one is `corpus/tokenizer_training.py`.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -132,6 +133,21 @@ class Tokenizer:
             else:
                 advance[i] = len(piece)
         self._advance, self._continuation = advance, continuation
+
+
+def vocabulary_record(tokenizer: Tokenizer) -> dict:
+    """What a checkpoint keeps of the tokenizer it was trained with: its kind, its number of ids and a
+    fingerprint (sha256, 16 hex digits) of its pieces in id order: a tokenizer that gives any piece
+    another id has another fingerprint, wherever and however its files were written."""
+    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    text = json.dumps([tokenizer.kind, tokenizer.byte_fallback, pieces], ensure_ascii=False)
+    return {"kind": tokenizer.kind, "ids": tokenizer.vocab_size,
+            "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+def describe_vocabulary(record: dict) -> str:
+    """'a char tokenizer of 1,881 ids (vocabulary 3fa2c19e0b7d4a51)'."""
+    return f"a {record['kind']} tokenizer of {record['ids']:,} ids (vocabulary {record['fingerprint']})"
 
 
 def _is_byte_piece(piece: str) -> bool:

@@ -37,7 +37,7 @@ def run_registry_tasks(
     settings: EvalSettings,
 ) -> tuple[dict[str, TaskResult], dict[str, Exception], Stopped | None]:
     """Runs each task on the loaded model: (name -> TaskResult in the given order, name -> its error,
-    the stop by SIGTERM or SIGINT that ended the loop, naming the task it interrupted, or None).
+    the stop by a signal that ended the loop, naming the task it interrupted, or None).
 
     A task that fails does not stop the others; a signal stops the rest. Each result's details get
     the task's wall time (`seconds`). The caller writes what finished, then reports it.

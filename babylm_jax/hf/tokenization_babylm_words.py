@@ -72,7 +72,9 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
 
     def __call__(self, text=None, text_pair=None, *args, return_offsets_mapping: bool = False,
                  return_tensors=None, **kwargs) -> BatchEncoding:
-        """As PreTrainedTokenizer's, and with `return_offsets_mapping` each token's span in its text."""
+        """As PreTrainedTokenizer's, and with `return_offsets_mapping` each token's span in its text: one span per
+        id in every call form (framed or not, padded or not), and tensors shaped as the ids' (a single text's
+        with a batch axis), as a fast tokenizer gives them."""
         encoding = super().__call__(text, text_pair, *args, return_tensors=None if return_offsets_mapping else
                                     return_tensors, **kwargs)
         if not return_offsets_mapping:
@@ -82,17 +84,21 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
         batched = not isinstance(text, str)
         texts, pairs = ([text], [text_pair]) if not batched else (list(text), list(text_pair or [None] * len(text)))
         ids = encoding["input_ids"] if batched else [encoding["input_ids"]]
-        offsets = [self._framed_offsets(a, b, len(row)) for a, b, row in zip(texts, pairs, ids)]
+        framed = kwargs.get("add_special_tokens", True)
+        side = kwargs.get("padding_side") or self.padding_side
+        offsets = [self._framed_offsets(a, b, len(row), framed, side) for a, b, row in zip(texts, pairs, ids)]
         encoding["offset_mapping"] = offsets if batched else offsets[0]
-        return BatchEncoding(encoding.data, tensor_type=return_tensors)
+        return BatchEncoding(encoding.data, tensor_type=return_tensors, prepend_batch_axis=not batched)
 
-    def _framed_offsets(self, text: str, pair: Optional[str], length: int) -> list[tuple[int, int]]:
-        """The spans of a framed (and perhaps padded to `length`) text or pair: (0, 0) for what is not text."""
-        spans = [(0, 0), *self.token_offsets(text), (0, 0)]
+    def _framed_offsets(self, text: str, pair: Optional[str], length: int, framed: bool,
+                        side: str) -> list[tuple[int, int]]:
+        """The spans of a text or pair, framed or not, padded on `side` to `length`: (0, 0) for what is not text."""
+        edge = [(0, 0)] if framed else []
+        spans = [*edge, *self.token_offsets(text), *edge]
         if pair is not None:
-            spans += [*self.token_offsets(pair), (0, 0)]
+            spans += [*self.token_offsets(pair), *edge]
         padding = [(0, 0)] * (length - len(spans))
-        return padding + spans if self.padding_side == "left" else spans + padding
+        return padding + spans if side == "left" else spans + padding
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         """(start, end) in `text` of each token of `tokenize(text)`; a byte piece spans its whole character."""

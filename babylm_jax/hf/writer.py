@@ -1,7 +1,8 @@
 """Writes a complete Hugging Face export directory, atomically.
 
 Everything goes into a temporary directory beside the output, which is renamed into place
-only when complete; an existing non-empty output is refused unless `overwrite`.
+only when complete; an existing non-empty output is refused unless `overwrite`, and with it
+where it holds anything an earlier export did not write (a user's notes), named.
 """
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from babylm_jax.config.model import ModelConfig
 CODE_DIR = pathlib.Path(__file__).parent
 
 
-MARKER = ".babylm_export"  # in every export directory: what `--overwrite` may replace
+MARKER = ".babylm_export"  # in every export directory: what `--overwrite` may replace (its "files")
+_SHIPPED_CODE = ("configuration_", "modeling_", "tokenization_")  # the code files an export may ship from hf/
+_EARLIER_FILES = ("config.json", "model.safetensors", "README.md", "tokenizer.json", "tokenizer_config.json",
+                  "special_tokens_map.json", "vocab.json")  # what an export whose MARKER lists no files wrote
 
 
 def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> pathlib.Path:
-    """The output path; refuses a file, a non-empty directory without `overwrite`, and with it
-    any non-empty directory that an export did not write (it holds no MARKER)."""
+    """The output path; refuses a file, a non-empty directory without `overwrite`, and with it any non-empty
+    directory that an export did not write (it holds no MARKER) or that holds what the export did not write."""
     output = pathlib.Path(output_dir).absolute()
     if output.exists() and not output.is_dir():
         raise FileExistsError(f"--output {output} exists and is not a directory")
@@ -33,7 +37,25 @@ def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> pathlib.
         if not (output / MARKER).is_file():
             raise FileExistsError(f"--output {output} was not written by export (it has no {MARKER}), so --overwrite "
                                   "will not replace it; remove it yourself or choose another --output")
+        others = sorted(p.name for p in output.iterdir() if p.name not in _written_files(output))
+        if others:
+            more = f" (and {len(others) - 3} more)" if len(others) > 3 else ""
+            raise FileExistsError(f"--output {output} holds {', '.join(others[:3])}{more}, which export did not write: "
+                                  "--overwrite replaces only an export's own files; move them out of it, or choose "
+                                  "another --output")
     return output
+
+
+def _written_files(output: pathlib.Path) -> set[str]:
+    """The names the export in `output` wrote: its MARKER's list; for an export older than the list, every
+    name an export wrote then."""
+    try:
+        files = json.loads((output / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        files = None
+    if not isinstance(files, list):
+        files = [*_EARLIER_FILES, *(p.name for p in CODE_DIR.glob("*.py") if p.name.startswith(_SHIPPED_CODE))]
+    return {MARKER, *map(str, files)}
 
 
 def tokenizer_summary(tokenizer: Any) -> str:
@@ -84,5 +106,7 @@ def write_export(
         if generation is not None:
             (staging / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
         (staging / "README.md").write_text(card, encoding="utf-8")
-        (staging / MARKER).write_text(json.dumps({"written_by": "babylm_jax.export", **provenance}) + "\n")
+        files = sorted(p.name for p in staging.iterdir())
+        marker = {"written_by": "babylm_jax.export", **provenance, "files": files}
+        (staging / MARKER).write_text(json.dumps(marker) + "\n")
     return output

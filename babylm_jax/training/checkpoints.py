@@ -4,7 +4,8 @@ milestones that get a checkpoint of their own; a trained model loaded from one f
 Layout of a workdir:
     config.json                 the run's config (checked on resume)
     tokenizer/                  written by the data pipeline
-    checkpoints/<step>/         rolling checkpoints (state, data iterator, meta with a copy of the config)
+    checkpoints/<step>/         rolling checkpoints (state, data iterator, meta with a copy of the config
+                                and the tokenizer's vocabulary: `checkpoint_vocabulary`)
     milestones/<step>/          word-milestone checkpoints, never deleted (BabyLM asks for checkpoints at
                                 1M, 2M, ..., 10M, 20M, ..., 100M words seen: `WordMilestones`)
     checkpoints_corrupt/<step>/ damaged checkpoints, moved aside at resume and kept for inspection
@@ -33,10 +34,12 @@ from absl import logging
 
 from babylm_jax.core import remote, rundir
 from babylm_jax.core.rundir import WorkdirError, checkpoint_steps, reading
+from babylm_jax.corpus.tokenizer import vocabulary_record
 from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
 from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.eval.loaded import LoadedModel
 from babylm_jax.training import disk_space
+from babylm_jax.training.checkpoint_vocabulary import RESUME_FIX, check_vocabulary
 from babylm_jax.training.run_config import CheckpointError, load_run_config
 from babylm_jax.training.state import TrainState, abstract_state, state_bytes
 
@@ -198,11 +201,13 @@ class Checkpointer:
     def roots(self) -> tuple[str, str]:
         return (str(self.rolling.directory), str(self.milestones.directory))
 
-    def restore(self, step: int, target: TrainState, data_iterator: Any) -> tuple[TrainState, dict]:
+    def restore(self, step: int, target: TrainState, data_iterator: Any,
+                vocabulary: dict | None = None) -> tuple[TrainState, dict]:
         """Restores state (into `target`'s shardings) and the iterator in place; returns meta.
 
-        Raises CorruptCheckpoint for a damaged checkpoint and CheckpointError for one made
-        by another model config; the iterator is only moved once everything has been read.
+        Raises CorruptCheckpoint for a damaged checkpoint and CheckpointError for one made by another
+        model config or with another `vocabulary` (the run's tokenizer's `vocabulary_record`, when given);
+        the iterator is only moved once everything has been read and checked.
         """
         step_dir = self._path(rundir.CHECKPOINTS, str(step))
         for item in ("state", "data", "meta"):
@@ -223,12 +228,14 @@ class Checkpointer:
         except Exception as error:  # noqa: BLE001 - truncated arrays, garbage JSON, missing keys
             first_line = (str(error).splitlines() or [""])[0]
             raise CorruptCheckpoint(f"{type(error).__name__}: {first_line[:300]}") from None
+        if vocabulary is not None:
+            check_vocabulary(meta, vocabulary, str(step_dir), RESUME_FIX)
         check_iterator_state(data_iterator, restored.data)
         restore_iterator_state(data_iterator, restored.data)
         return restored.state, meta
 
     def restore_latest(
-        self, target: TrainState, data_iterator: Any, move_damaged: bool = True
+        self, target: TrainState, data_iterator: Any, move_damaged: bool = True, vocabulary: dict | None = None
     ) -> tuple[int, TrainState, dict] | None:
         """Restores the newest valid rolling checkpoint; damaged ones are moved aside with a warning.
 
@@ -242,7 +249,7 @@ class Checkpointer:
         for step in steps:
             step_dir = str(root / str(step))
             try:
-                state, meta = self.restore(step, target, data_iterator)
+                state, meta = self.restore(step, target, data_iterator, vocabulary)
             except CorruptCheckpoint as error:
                 if not move_damaged or self.is_remote:
                     raise CheckpointError(f"checkpoint {step_dir} is damaged ({error}); move it aside and run again") from None
@@ -363,6 +370,9 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
                 f"checkpoint (kept for good): {_milestone_steps(checkpoints_at or workdir) or 'none yet'}")
         target, model = abstract_state(config)
         state, meta = _restore_for_eval(root, step, target)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    check_vocabulary(meta, vocabulary_record(tokenizer), os.path.join(root, str(step)),
+                     "put back the tokenizer/ folder of the run that wrote it", f"the tokenizer in {tokenizer_dir}")
     has_ema = state.ema_params is not None
     if use_ema and not has_ema:
         raise ValueError(f"{workdir} was trained without EMA (train.ema_decay = 0); use --use_ema=auto or --use_ema=no")
@@ -373,7 +383,7 @@ def load_for_eval(workdir: str, step: int | None = None, use_ema: bool | None = 
         config=config,
         model=model,
         params=params,
-        tokenizer=load_tokenizer(tokenizer_dir),
+        tokenizer=tokenizer,
         step=int(step),
         tokens_seen=int(meta.get("tokens_seen", 0)),
         words_seen=float(meta.get("words_seen", 0.0)),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 import os
 import time
 from typing import Any, Sequence
@@ -166,11 +165,13 @@ class RunEvaluator:
         self.batches = run.data.eval_batches[: run.config.train.eval_batches]
         self.curves = TaskCurves.from_config(run.config.train, run.data.tokenizer, run.model, eval_params(run.state))
         self.samples = RunSamples.for_run(run, eval_params(run.state))
-        self.last_loss, self.last_scores, self.task_seconds = math.nan, {}, 0.0
+        self.last_scores, self.task_seconds = {}, 0.0
+        self.last_loss: float | None = None  # none without held-out text (`run.no_held_out_line`), never 0
 
     def evaluate(self, step: int, at: str, with_loss: bool = True) -> str:
         """Evaluates the current state, writes one metrics record, returns a progress line."""
         params, record = eval_params(self.run.state), {"step": step, "words_seen": self.run.words_seen}
+        with_loss = with_loss and bool(self.batches)
         if with_loss:
             self.last_loss = record["eval_loss"] = evaluate_loss(self.eval_step, params, self.batches, self.run.mesh)
         if self.curves is not None:
@@ -191,7 +192,7 @@ class RunEvaluator:
         shown = [f"eval_loss {self.last_loss:.4f}"] if with_loss else []
         shown += [f"{name} {acc:.4f}" for name, acc in self.last_scores.items()]
         shown += [f"{rows[0]['prompt']} → {rows[0]['text']}"] if rows else []
-        return f"step {step}: " + ", ".join(shown)
+        return f"step {step}: " + (", ".join(shown) or "no held-out text, no eval loss")
 
     @property
     def sample_seconds(self) -> float:

@@ -24,6 +24,8 @@ from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import workdir_lock
 from babylm_jax.training import sharding
+from babylm_jax.corpus.tokenizer import vocabulary_record
+from babylm_jax.training.checkpoint_vocabulary import VOCABULARY
 from babylm_jax.training.checkpoints import WordMilestones
 from babylm_jax.training.compiled import StepPrograms, curriculum_lengths, device_arrays
 from babylm_jax.training.in_run_eval import RunEvaluator, eval_params, task_files
@@ -39,7 +41,7 @@ def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None
 
     `stop_at_step` ends this invocation early (after a checkpoint at that step) without
     changing the schedule, as a preempted job would; running again resumes there.
-    SIGTERM or SIGINT ends it the same way after the current step (`preemption`), raising
+    SIGTERM, SIGINT or SIGHUP ends it the same way after the current step (`preemption`), raising
     `preemption.Stopped` once the checkpoint is written.
     """
     if config.train.deterministic:
@@ -167,7 +169,7 @@ def _save(run: Run, logger: StepLogger, step: int, milestone: bool = False) -> N
     """Checkpoints `step`, logging it first: each step in metrics.jsonl once, and no NaN state saved."""
     logger.flush()
     meta = {"step": step, "tokens_seen": run.tokens_seen, "words_seen": run.words_seen,
-            "config": run.config.to_dict()}
+            "config": run.config.to_dict(), VOCABULARY: vocabulary_record(run.data.tokenizer)}
     run.checkpointer.save(step, run.state, run.data.train_iterator, meta, milestone=milestone)
     logger.writer.flush()
     run.push()  # metrics and event files up to this checkpoint, to a remote workdir

@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT during training: stop cleanly at a step boundary, never mid-write.
+"""The stop signals (SIGTERM, SIGINT, SIGHUP) during training: stop cleanly at a step boundary, never mid-write.
 
     with StopSignals() as stop:
         setup()                      # a signal here raises Stopped at once (nothing to save)
@@ -8,10 +8,10 @@
             if stop.should_stop(step):   # ... the loop reads after each step, then it
                 save(step); raise stop.stopped("... where to resume")   # checkpoints and reports
 
-TPU pods and cluster schedulers preempt jobs with SIGTERM; Ctrl-C sends SIGINT. A second
-SIGINT while the last checkpoint is being written waits for it (a third one is the
-default: it kills). Exit status: 128 + the signal's number, 143 after SIGTERM and 130 after
-SIGINT, as shells report a command a signal ended (`core.stops.stop_exit_status`).
+TPU pods and cluster schedulers preempt jobs with SIGTERM; Ctrl-C sends SIGINT; a closed terminal or a
+dropped ssh session SIGHUP. A second signal while the last checkpoint is being written waits for it (a
+third one is the default: it kills). Exit status: 128 + the signal's number, 143 after SIGTERM and 130 after
+SIGINT, 129 after SIGHUP, as shells report a command a signal ended (`core.stops.stop_exit_status`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ AGREE_EVERY_STEPS = 10  # multi-process runs: how often the processes agree on a
 
 
 class StopSignals:
-    """Handlers for SIGTERM and SIGINT while training (main thread only; elsewhere a no-op)."""
+    """Handlers for the stop signals while training (main thread only; elsewhere a no-op)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None

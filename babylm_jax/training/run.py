@@ -21,12 +21,14 @@ from babylm_jax.corpus.pipeline import TrainData, build_train_data
 from babylm_jax.corpus.preparation import open_prepared, prepare_corpus
 from babylm_jax.corpus import hanzi_labels
 from babylm_jax.corpus import run_inputs
+from babylm_jax.corpus.tokenizer import vocabulary_record
 from babylm_jax.model import aux_heads, objectives
 from babylm_jax.model.transformer import Transformer
 from babylm_jax.core import rundir, writers
 from babylm_jax.core.remote import RunPlace
 from babylm_jax.core.rundir import checkpoint_steps
 from babylm_jax.training import sharding
+from babylm_jax.training.checkpoint_vocabulary import VOCABULARY, resumable, trained_vocabulary, unrecorded_line
 from babylm_jax.training.checkpoints import Checkpointer
 from babylm_jax.training.metrics import trim_metrics
 from babylm_jax.training.run_config import (check_config, moved_corpus, moved_corpus_line,
@@ -104,11 +106,13 @@ def checked_parts(run_config: RunConfig) -> tuple[Transformer, jax.sharding.Mesh
 
 def _train_data(run_config: RunConfig, place: RunPlace, is_main: bool) -> TrainData:
     """Process 0 prepares the data (and pushes it to a remote workdir); the others then open what it
-    prepared (pulled into their mirror), without reading the corpus's sources."""
-    prepared = None
+    prepared (pulled into their mirror), without reading the corpus's sources. A trained workdir's
+    checkpoints refuse a tokenizer of another vocabulary before it replaces the workdir's."""
+    if is_main:
+        check = resumable(trained_vocabulary(place.checkpoints_at, place.local))
+        prepared = prepare_corpus(run_config, place.local, check_tokenizer=check)
     if jax.process_count() > 1:
         if is_main:
-            prepared = prepare_corpus(run_config, place.local)
             place.push()
         multihost_utils.sync_global_devices("babylm_jax: data prepared")
         if not is_main:
@@ -146,14 +150,19 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
         if moved:
             print(moved_corpus_line(moved))
     data = _train_data(run_config, place, is_main)
+    if is_main and not data.eval_batches:
+        print(no_held_out_line(run_config, data.stats))
     init_unboxed, state_shardings, target = sharded_init(run_config, model, optimizer, mesh)
     checkpointer = Checkpointer(place.checkpoints_at, run_config.checkpoint.max_to_keep)
     start_step, tokens_seen, words_seen = 0, 0, 0.0
-    restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1)
+    restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1,
+                                           vocabulary=vocabulary_record(data.tokenizer))
     if restored is not None:
         start_step, state, meta = restored
         tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
         if is_main:
+            if VOCABULARY not in meta:
+                print(unrecorded_line(f"{place.workdir}/{rundir.CHECKPOINTS}/{start_step}"))
             print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
             if schedule_changes:
                 print(schedule_change_line(run_config.train, schedule_changes, start_step))
@@ -172,10 +181,24 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
                state, state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
 
 
+def no_held_out_line(run_config: RunConfig, stats: dict) -> str:
+    """The line a run that holds no document out says at its start: why, and how to hold some out."""
+    documents = stats["train"]["documents"] + stats["eval"]["documents"]
+    if run_config.data.eval_share == 0:
+        why, fix = "data.eval_share=0", "set data.eval_share above 0 (e.g. 0.01)"
+    else:
+        why = f"the corpus is {documents:,} document{'s' * (documents != 1)}, too few for data.eval_share"
+        fix = ("give the corpus more documents (a .txt file's documents are its blocks between blank lines; "
+               "data.txt_documents='line' makes each line one)")
+    return (f"no held-out text ({why}): the eval loss is not measured, and is absent from {rundir.METRICS} and "
+            f"{rundir.SUMMARY}; to measure it, {fix}")
+
+
 def _record_inputs(place: RunPlace, corpus: dict[str, dict], resumed: bool) -> None:
     """Records the run's inputs; a resumed run older than the record says so in one line."""
     run_inputs.record_inputs(place.local, corpus)
     if resumed:
-        print(f"{place.workdir} has no record of the inputs it was started from (a run older than {rundir.INPUTS}): "
-              f"resumed as before; its corpus and tokenizer files are now recorded in {rundir.INPUTS} and checked "
-              "at every later resume")
+        print(f"{place.workdir} has no record of the inputs it was started from (a run older than {rundir.INPUTS}, or "
+              f"copied without it): resumed, as the tokenizer made from this corpus has the vocabulary its checkpoint "
+              f"was trained with; its corpus and tokenizer files are now recorded in {rundir.INPUTS} and checked at "
+              "every later resume")

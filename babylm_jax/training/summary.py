@@ -97,7 +97,8 @@ def format_summary(s: dict) -> str:
         ("tokens seen", f"{s['tokens_seen']:,}"),
         ("jieba words seen", f"{s['words_seen']:,.0f}"),
         ("final train loss", f"{s['final_train_loss']:.4f}"),
-        ("final eval loss", f"{s['final_eval_loss']:.4f}"),
+        ("final eval loss", "none: no held-out text" if s["final_eval_loss"] is None
+         else f"{s['final_eval_loss']:.4f}"),
         ("wall time", f"{s['wall_time_s']:.1f} s ({s['train_seconds']:.1f} s in steps; {s['compiles']} "
                       f"compiles, {s['compile_seconds']:.1f} s)"),
         ("mean tokens/s", f"{s['mean_tokens_per_s']:,.0f} (tokens over time in steps)"),
