@@ -264,9 +264,12 @@ def code_points(monkeypatch):
 
 def test_a_kind_is_its_entries(code_points, tiny_corpus, tmp_path, monkeypatch):
     from babylm_jax.config import data
+    from babylm_jax.config.schema import default_config
 
-    data.DataConfig(tokenizer=TokenizerConfig(kind="code_points")).validate()
+    config = default_config().data
+    config.tokenizer.kind = "code_points"
+    data.DataConfig.from_config(config)
     _kind_round_trip("code_points", tiny_corpus, tmp_path)
     monkeypatch.setattr(data, "TOKENIZER_KINDS", data.TOKENIZER_KINDS[:-1])
     with pytest.raises(ValueError, match="config key data.tokenizer.kind: 'code_points' is not one of"):
-        data.DataConfig(tokenizer=TokenizerConfig(kind="code_points")).validate()
+        data.DataConfig.from_config(config)
