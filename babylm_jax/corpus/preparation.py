@@ -25,7 +25,7 @@ from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus import budget
 from babylm_jax.corpus.cache_integrity import FileHashes
 from babylm_jax.corpus.sources import corpus_files, list_sources
-from babylm_jax.corpus.hanzi_facts import run_sources
+from babylm_jax.corpus.hanzi_facts import ensure_facts, run_sources
 from babylm_jax.corpus.hanzi_labels import check_head_labels
 from babylm_jax.corpus.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
@@ -140,10 +140,12 @@ def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes) ->
     check_vocab_room(required_characters(tok_config.required_characters, {}), vocab_size,
                      reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
-    with times.stage("hanzi facts"):
-        sources = run_sources(data_config, workdir)  # the facts are written here the first time
+    if data_config.hanzi_facts.share > 0:
+        with times.stage("hanzi facts"):
+            ensure_facts(data_config, workdir)  # written the first time, reused after
     with times.stage("count words"):
         hashes = FileHashes(workdir / rundir.FILE_HASHES)
+        sources = run_sources(data_config, workdir)
         files = corpus_files(sources, hashes)
         corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter, files, sources)
         hashes.save()
