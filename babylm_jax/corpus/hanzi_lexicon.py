@@ -85,7 +85,8 @@ def _package_file(package: str, relative: str):
     _require(package)
     path = importlib.resources.files(package).joinpath(relative)
     if not path.is_file():
-        raise MissingPackageError(f"{package} has no data file {relative}; reinstall it (pip install -e . --force-reinstall)")
+        raise MissingPackageError(f"{package} has no data file {relative}; reinstall it: "
+                                  f"pip install --force-reinstall {package}")
     return path
 
 
