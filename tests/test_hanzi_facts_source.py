@@ -27,6 +27,7 @@ def _facts_folders(workdir):
     return sorted((workdir / "data").glob(f"{FACTS}-*"))
 
 
+@pytest.mark.slow
 def test_prepare_writes_counts_and_reuses_the_facts(tmp_path, capsys):
     config = _config(tmp_path)
     prepared = preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
@@ -48,6 +49,7 @@ def test_prepare_writes_counts_and_reuses_the_facts(tmp_path, capsys):
     assert len(_facts_folders(tmp_path / "w")) == 2 and other.corpus.root != prepared.corpus.root
 
 
+@pytest.mark.slow
 def test_the_facts_are_named_by_content_not_by_place(tmp_path):
     config = _config(tmp_path)
     data = RunConfig.from_config(config).data
@@ -64,6 +66,7 @@ def test_without_facts_nothing_changes(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.slow
 def test_over_budget_names_the_facts(tmp_path):
     config = _config(tmp_path, share=0.9)  # 5,400 words of facts beside the corpus's ~1,000
     with pytest.raises(budget.BudgetError, match=r"of them the hanzi facts, data.hanzi_facts.share\), over "
@@ -71,6 +74,7 @@ def test_over_budget_names_the_facts(tmp_path):
         preparation.prepare_corpus(RunConfig.from_config(config), tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_the_leakage_filter_reads_the_facts(tmp_path):
     config = _config(tmp_path)
     data = RunConfig.from_config(config).data
@@ -89,6 +93,7 @@ def test_the_leakage_filter_reads_the_facts(tmp_path):
     assert detector.report([first])["tasks"]["hanzi_structure"]["leaked"] == 1
 
 
+@pytest.mark.slow
 def test_the_facts_use_the_configured_text_field(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

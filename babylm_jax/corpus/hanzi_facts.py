@@ -15,6 +15,7 @@ everything), so they take that share of the budget and the corpus must fit in th
 """
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 from typing import Callable, Sequence
@@ -34,6 +35,11 @@ MANIFEST = "manifest.json"
 SOURCE_NAME = "hanzi_facts"  # the facts' source in budget.json and the corpus files' names
 SOURCE_KEY = "data.hanzi_facts"
 GENERATOR_VERSION = 1  # raise when hanzi_fact_writer words the facts differently: new facts, new caches
+
+
+@functools.lru_cache(maxsize=1)
+def _lexicon() -> Lexicon:
+    return Lexicon()
 
 
 def top_characters(lexicon: Lexicon, count: int) -> list[CharInfo]:
@@ -89,7 +95,7 @@ def ensure_facts(data_config: DataConfig, workdir: str | pathlib.Path) -> pathli
     if (folder / MANIFEST).is_file():
         return folder
     wanted = facts_words(settings, data_config.word_budget)
-    infos = top_characters(Lexicon(), settings.characters)
+    infos = top_characters(_lexicon(), settings.characters)
     bar = tqdm.tqdm(total=wanted, unit="word", unit_scale=True, desc="hanzi facts", leave=False)
     with atomic_dir(folder, replace=True) as tmp:
         counts = write_documents(tmp / OUTPUT_FILE, infos, wanted, settings.seed, data_config.text_field,
