@@ -213,8 +213,8 @@ def main() -> None:
     data = eval_data(args.out, args.data_dir.absolute(), (args.clue_full or args.data_dir.parent / "clue_full").absolute())
     log = args.out / "cells.jsonl"
     cells = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-    for arm in arms:
-        for seed in (int(s) for s in args.seeds.split(",") if s):
+    for seed in (int(s) for s in args.seeds.split(",") if s):  # both arms of a seed first: a pair as early as can be
+        for arm in arms:
             if any(c["arm"] == arm and c["seed"] == seed for c in cells):
                 print(f"[hanzi_recipe] {arm} seed {seed}: done already")
                 continue
