@@ -48,13 +48,10 @@ def top_characters(lexicon: Lexicon, count: int) -> list[CharInfo]:
 
 
 def write_documents(path: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int | None, seed: int,
-                    text_field: str = "text", word_lengths: Callable[[str], list[int]] | None = None,
-                    progress: Callable[[int], None] = lambda n: None) -> dict:
+                    text_field: str = "text", progress: Callable[[int], None] = lambda n: None) -> dict:
     """Writes paragraphs to `path` (.jsonl, the text under `text_field`) until the next would pass
-    `words_wanted` jieba words (None: one pass over the characters); returns the counts.
-
-    `word_lengths`: text -> its jieba words' lengths (default: jieba's rule, `segmenter`'s faster form)."""
-    count = word_lengths or segmenter.make_word_lengths(True)[0]
+    `words_wanted` jieba words (None: one pass over the characters); returns the counts."""
+    count, counter = segmenter.make_word_lengths(True)  # jieba's rule, in its faster exact form where it can
     total_words = documents = 0
     with open(path, "w", encoding="utf-8") as f:
         for text in FactWriter(infos, seed).documents():
@@ -69,7 +66,7 @@ def write_documents(path: pathlib.Path, infos: Sequence[CharInfo], words_wanted:
                 break
     return {"documents": documents, "words": total_words, "characters": len(infos),
             "passes": documents / max(len(infos), 1), "seed": seed, "sources": Lexicon.versions(),
-            "counter": "len(list(jieba.cut(document))), jieba 0.42.1"}
+            "counter": f"len(list(jieba.cut(document))), by {counter}"}
 
 
 def facts_words(settings: HanziFactsConfig, word_budget: int) -> int:
