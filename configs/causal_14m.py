@@ -10,6 +10,23 @@
 `datasets.save_to_disk` folder also works) or a directory of your own 102M-word training
 text (.txt with one document per blank-line block, .jsonl/.parquet with a `text` field).
 
+It plays all fourteen tasks, the hanzi track's four included (docs/hanzi.md). `prepare` writes 2% of
+the 102M-word budget (2.04M jieba words: 5,521 paragraphs, 1.6 passes over the 3,500 most frequent
+hanzi; 21 s) as generated character facts into the workdir, the first source of budget.json, so the
+corpus must fit in the other 98% (prepare refuses more, naming the facts). Every corpus hanzi is a
+piece of its own (`required_characters="corpus_cjk"`), and auxiliary heads (training only; the export
+is unchanged) predict each single-hanzi token's syllable (loss weight 0.3, as BabyDragon-v4's pinyin
+head), tone, initial, final and radical (0.1 each) at its own position, as the CPU study measured best
+(experiments/README.md, "auxiliary heads"). Tokens that are BPE pieces of two or more hanzi have no
+labels and add nothing to the heads' loss; a character the facts name is quoted (“汞”), so it is a
+piece of its own (prepared on the builtin corpus: 31% of the facts' tokens and 21% of the corpus's
+carry labels). The heads cost 2.6 of a training token's 83 MFLOP (3%: d 256 into 1,709 classes); on
+the CPU their cost at base.py's scale (11% of the FLOPs) was inside the load's noise, and the GPU
+step time is for the anatomy tool to measure. Their expected effect is the two-seed table still to
+run (experiments/README.md, "The hanzi track in the recipes"); at 1,200 CPU steps with 30% facts
+the same heads took the hanzi probe from 0.508 / 0.507 (structure / pinyin, no facts) to 0.633 /
+0.575 (two seeds), ZhoBLiMP inside the seed spread.
+
 The official baselines' model, Pythia-14M: its depth, heads, 4x FFN ratio, GELU and LayerNorm,
 with tied embeddings, so its 14M parameters go to d 256 and a 32,768-piece BPE vocabulary (13.1M;
 Pythia's own body: --config.model.d_model=128 --config.model.d_ff=512). BPE, not base.py's jieba
@@ -40,18 +57,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.corpus = "data/babylm-zho-100M"  # huggingface-cli download (see above)
     config.data.tokenizer.kind = "bpe"  # not base.py's jieba words (see above)
     config.data.tokenizer.training_sentences = 2_000_000
-    # Hanzi track (docs/hanzi.md): spend a share of the budget on generated character facts and
-    # give every corpus hanzi an id of its own (the hanzi tasks' UNK rule then never fires), e.g.
-    #   python -m babylm_jax.tools.hanzi_facts --out data/hanzi_facts --characters 3500 --share 0.02
-    #   config.data.paths = ("data/hanzi_facts",); config.data.tokenizer.required_characters = "corpus_cjk"
-    # and, as BabyDragon-v4 did (experiments/README.md, "auxiliary heads"), auxiliary reading and radical heads
-    # during pretraining (training only; the exported model is unchanged) and radicals and parts as tokens:
-    #   --config.train.aux_heads.syllable=0.3 --config.train.aux_heads.tone=0.1 --config.train.aux_heads.initial=0.1
-    #   --config.train.aux_heads.final=0.1 --config.train.aux_heads.radical=0.1   (position "target": the
-    #   predicted token's labels where the LM loss predicts it, i.e. the masked token for MNTP/MLM rows)
-    #   --config.data.tokenizer.required_characters=corpus_cjk_parts   (with BPE the radicals and parts become
-    #   user symbols that never merge, common ones such as 口 人 大 included: unmeasured at this scale)
-    # (the official corpus must then leave 2% of the 102M words free: trim it to fit).
+    # The hanzi track (docs/hanzi.md; see above): prepare writes the facts into the workdir, the heads train
+    # on the single-hanzi pieces. Off for an ablation: --config.data.hanzi_facts.share=0 and each head at 0.
+    config.data.hanzi_facts.update(share=0.02, characters=3500)
+    config.data.tokenizer.required_characters = "corpus_cjk"  # every corpus hanzi a piece of its own
+    config.train.aux_heads.update(syllable=0.3, tone=0.1, initial=0.1, final=0.1, radical=0.1)
 
     config.model.update(vocab_size=32_768, d_model=256, num_layers=6, num_heads=4, d_ff=1024, mlp="gelu",
                         norm="layernorm", dtype="bfloat16")

@@ -8,7 +8,7 @@
     python -m babylm_jax.train --config configs/hybrid_100m_tpu_pod.py --workdir gs://BUCKET/runs/hybrid_100m \
         --config.data.corpus=data/babylm-zho-100M
 
-The same model and objective as configs/hybrid_100m.py. `jax.distributed.initialize()`
+The same model, objective and hanzi track (facts and heads) as configs/hybrid_100m.py. `jax.distributed.initialize()`
 finds the coordinator itself on TPU pods (leave distributed.coordinator_address empty); each
 process reads its own share of every batch. Process 0 prepares the data and pushes it to the
 bucket; the other hosts fetch it (sha256-checked) and never read the corpus (docs/accelerators.md,

@@ -16,7 +16,8 @@ rows, so tokens per step stay 65,536); 17,000 steps ~ 10 epochs.
 What the CPU study carries over (learning rate, tokens over size, two seeds per
 comparison): configs/causal_14m.py. It takes causal_14m.py's speed settings (unrolled layers,
 bf16 loss logits), which that recipe's step anatomy chose; target, attention (cuDNN,
-bidirectional) and precision too. Its FLOPs and compiled memory: experiments/README.md, "The
+bidirectional) and precision too; and its hanzi track (facts and heads), the heads at the masked
+positions (`train.aux_heads.position="auto"`; not measured for this family). Its FLOPs and compiled memory: experiments/README.md, "The
 accelerator steps compiled from this CPU".
 """
 import pathlib

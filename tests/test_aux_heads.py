@@ -8,8 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
-
 from conftest import tiny_config  # noqa: E402
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
@@ -160,10 +158,11 @@ def test_missing_package_and_vocabulary_without_hanzi_are_one_line(capsys, tmp_p
     assert not list((tmp_path / "run" / "data").glob("**/tokens*"))  # refused before tokenising
 
     def missing():
-        raise hanzi_lexicon.MissingExtraError("hanzi facts need the package 'pypinyin' of the 'hanzi' extra")
+        raise hanzi_lexicon.MissingPackageError("hanzi facts and heads need the package 'pypinyin', which babylm_jax "
+                                                "installs: pip install -e .")
 
     hanzi_labels.inventories.cache_clear()
     monkeypatch.setattr(hanzi_lexicon, "Lexicon", missing)
     line = user_error(capsys, train, argv[:2] + [f"--workdir={tmp_path / 'run2'}"])
     hanzi_labels.inventories.cache_clear()
-    assert "'pypinyin' of the 'hanzi' extra" in line and not (tmp_path / "run2").exists()
+    assert "the package 'pypinyin', which babylm_jax installs" in line and not (tmp_path / "run2").exists()

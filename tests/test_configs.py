@@ -8,6 +8,8 @@ import pytest
 
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.training import AUX_HEADS
+from babylm_jax.model.aux_heads import AUX_COLLECTION
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training.optimizer import make_schedule
 from babylm_jax.training.state import abstract_state
@@ -116,6 +118,21 @@ def test_sized_recipes_keep_the_subword_vocabulary_they_are_sized_on(name, state
     """Their headers size the vocabulary as BPE pieces; base.py's tokenizer (jieba words) must not leak in."""
     config, _, _ = states[name]
     assert config.data.tokenizer.kind == "bpe" and config.model.vocab_size >= 16_384
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_SIZES))
+def test_challenge_recipes_play_the_hanzi_track(name, states):
+    """prepare writes their facts inside the budget; every corpus hanzi has a piece for the heads to label."""
+    config, state, _ = states[name]
+    assert 0 < config.data.hanzi_facts.share <= 0.05 and config.data.tokenizer.required_characters == "corpus_cjk"
+    heads = config.train.aux_heads
+    assert all(getattr(heads, head) > 0 for head in AUX_HEADS) and AUX_COLLECTION in state.params
+
+
+@pytest.mark.parametrize("name", sorted(CPU_MINUTES))
+def test_cpu_minutes_defaults_leave_the_facts_and_heads_off(name, states):
+    config, state, _ = states[name]
+    assert config.data.hanzi_facts.share == 0 and AUX_COLLECTION not in state.params
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)

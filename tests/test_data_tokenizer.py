@@ -159,7 +159,6 @@ def test_required_characters_get_their_own_ids(kind, byte_fallback):
 
 @pytest.mark.parametrize("kind", ["char", "bpe"])
 def test_radicals_and_parts_are_tokens_of_their_own(kind):
-    pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
     texts = synthetic.documents(300) + [TEXT, "伙伴们说汞有毒。"]
     counts = {c: 1 for c in "".join(texts)}
     required = tokenizer_training.required_characters(tokenizer_training.PARTS_SETTING, counts)

@@ -4,10 +4,9 @@ import re
 
 import pytest
 
-pytest.importorskip("pypinyin", reason="the 'hanzi' extra is not installed")
-
 from babylm_jax.config.schema import RunConfig
-from babylm_jax.tools import hanzi_fact_writer, hanzi_facts
+from babylm_jax.tools import hanzi_facts
+from babylm_jax.corpus import hanzi_fact_writer
 from babylm_jax.corpus import hanzi_lexicon
 from babylm_jax.tasks import leakage
 from babylm_jax.corpus import preparation
@@ -51,7 +50,7 @@ def test_character_selection_and_bad_input(lexicon, tmp_path):
     assert hanzi_facts.target_words(None, 0.25, 1000) == 250
 
 
-def test_missing_package_names_the_extra(monkeypatch):
+def test_missing_package_names_the_install(monkeypatch):
     real = hanzi_lexicon.importlib.import_module
 
     def fake(name):
@@ -60,7 +59,7 @@ def test_missing_package_names_the_extra(monkeypatch):
         return real(name)
 
     monkeypatch.setattr(hanzi_lexicon.importlib, "import_module", fake)
-    with pytest.raises(hanzi_lexicon.MissingExtraError, match=r"pypinyin.*'hanzi' extra.*\.\[hanzi\]"):
+    with pytest.raises(hanzi_lexicon.MissingPackageError, match=r"'pypinyin', which babylm_jax installs: pip install -e \."):
         hanzi_lexicon.Lexicon()
 
 
@@ -88,14 +87,15 @@ def test_sized_in_jieba_words_reproducible_and_true(lexicon, tmp_path):
 def test_nothing_half_written(lexicon, tmp_path, monkeypatch):
     infos = hanzi_facts.select_characters(lexicon, "5", None)
     calls = []
+    paragraph = hanzi_fact_writer.FactWriter.paragraph
 
-    def failing(text):
-        calls.append(text)
+    def failing(writer, info):
+        calls.append(info)
         if len(calls) > 3:
             raise RuntimeError("interrupted")
-        return list(text)
+        return paragraph(writer, info)
 
-    monkeypatch.setattr(hanzi_facts.words, "jieba_words", failing)
+    monkeypatch.setattr(hanzi_fact_writer.FactWriter, "paragraph", failing)
     with pytest.raises(RuntimeError):
         hanzi_facts.write_facts(tmp_path / "out", infos, None, seed=0, settings={})
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []

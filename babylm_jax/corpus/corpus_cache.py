@@ -214,11 +214,12 @@ def _shards_to_count(sources: list[corpus.Source], data_config: DataConfig, dire
 
 
 def count_corpus(data_config: DataConfig, root: pathlib.Path, line_filter=None,
-                 files: dict[str, dict] | None = None) -> CorpusCache:
+                 files: dict[str, dict] | None = None, sources: list[corpus.Source] | None = None) -> CorpusCache:
     """Normalises and counts the corpus into `root/corpus-<key>`, skipping finished shards.
 
-    `files`: the corpus's files (`sources.corpus_files`), where the caller has them (hashed here otherwise)."""
-    sources = corpus.list_sources(data_config)
+    `files`: the corpus's files (`sources.corpus_files`), where the caller has them (hashed here otherwise);
+    `sources`: the run's sources (`hanzi_facts.run_sources`), else data.corpus and data.paths."""
+    sources = sources if sources is not None else corpus.list_sources(data_config)
     files = files if files is not None else corpus.corpus_files(sources, FileHashes(None))
     made_from = json.loads(json.dumps({"files": files, "settings": corpus_settings(data_config, line_filter)}))
     directory = root / f"corpus-{corpus_key(data_config, files, line_filter)}"

@@ -32,7 +32,7 @@ def _values(info: hanzi_lexicon.CharInfo) -> tuple:
 
 @functools.lru_cache(maxsize=1)
 def inventories() -> dict[str, tuple]:
-    """The sorted classes of each head over the basic block (raises MissingExtraError without the packages)."""
+    """The sorted classes of each head over the basic block (raises MissingPackageError without the packages)."""
     lexicon = hanzi_lexicon.Lexicon()
     seen: dict[str, set] = {head: set() for head in AUX_HEADS}
     for code in range(hanzi_lexicon.CJK_BASIC[0], hanzi_lexicon.CJK_BASIC[1] + 1):

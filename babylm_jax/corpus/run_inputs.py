@@ -20,7 +20,7 @@ from babylm_jax.config.data import DataConfig
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write_json
 from babylm_jax.core.jsonl import read_json
-from babylm_jax.corpus import sources
+from babylm_jax.corpus import hanzi_facts, sources
 from babylm_jax.corpus.cache_integrity import FileHashes, differences, file_records
 
 STAMP = "fingerprint.txt"  # the tokenizer folder's cache stamp (corpus.preparation), not part of the tokenizer
@@ -34,11 +34,12 @@ class InputsChanged(ValueError):
 
 
 def corpus_files(data_config: DataConfig, workdir: str | os.PathLike) -> dict[str, dict]:
-    """Bytes and sha256 of every file of the corpus's sources, by name (`sources.file_name`); each file
-    streamed only where the workdir's record of hashes (rundir.FILE_HASHES, which prepare writes) or this
-    process does not know it unchanged. Nothing is written: a refused resume leaves the workdir as it was."""
+    """Bytes and sha256 of every file of the corpus's sources, by name (`sources.file_name`), the run's hanzi
+    facts included; each file streamed only where the workdir's record of hashes (rundir.FILE_HASHES, which
+    prepare writes) or this process does not know it unchanged. Nothing else is written but the facts where
+    they are missing (`hanzi_facts.ensure_facts`: made from the settings, the same bytes every time)."""
     hashes = FileHashes(pathlib.Path(workdir) / rundir.FILE_HASHES)
-    return sources.corpus_files(sources.list_sources(data_config), hashes)
+    return sources.corpus_files(hanzi_facts.run_sources(data_config, workdir), hashes)
 
 
 def tokenizer_files(workdir: str | os.PathLike) -> dict[str, dict]:

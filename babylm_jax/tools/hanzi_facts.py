@@ -13,10 +13,10 @@ and one part set against another (如字的左边写“女”，“口”不在�
 finals and are never called a rhyme (押韵). Every fact has several templates; the
 wording and the partners are drawn from `--seed`, so a run is reproducible.
 
-Mix the facts in with `--config.data.paths='("DIR",)'`: budget.json then counts them as their
-own source. `--words N` (or `--share X` of `--budget`) sets the size in official jieba words:
-passes over the characters repeat, with new wording, until the next document would pass N.
-None of the sentences uses the wording of the probe set (experiments/hanzi_probe), so a probe
+A run makes its own facts with `data.hanzi_facts` (prepare writes them into the workdir,
+corpus/hanzi_facts.py); this command writes them anywhere, for a look or for `data.paths`.
+`--words N` (or `--share X` of `--budget`) sets the size in official jieba words: passes over the
+characters repeat, with new wording, until the next document would pass N. None of the sentences uses the wording of the probe set (experiments/hanzi_probe), so a probe
 measures what a model knows, not which templates it memorised.
 """
 from __future__ import annotations
@@ -32,12 +32,9 @@ from absl import flags
 from babylm_jax.config import cli
 from babylm_jax.core.atomic import atomic_dir
 from babylm_jax.corpus import hanzi_lexicon
-from babylm_jax.corpus import words
+from babylm_jax.corpus.hanzi_facts import MANIFEST, OUTPUT_FILE, write_documents
 from babylm_jax.corpus.hanzi_lexicon import CharInfo, Lexicon
-from babylm_jax.tools.hanzi_fact_writer import FactWriter
 
-OUTPUT_FILE = "hanzi_facts.jsonl"
-MANIFEST = "manifest.json"
 DEFAULT_BUDGET = 102_000_000
 
 
@@ -114,32 +111,11 @@ def write_facts(out: pathlib.Path, infos: Sequence[CharInfo], words_wanted: int 
     """Writes the facts file and manifest into `out` atomically (earlier facts there only with
     `overwrite`); returns the manifest."""
     check_out(out, overwrite)
-    writer = FactWriter(infos, seed)
-    total_words = documents = 0
-    target = words_wanted
-    bar = tqdm.tqdm(total=target or len(infos), unit="word" if target else "doc", desc="hanzi facts", leave=False)
+    bar = tqdm.tqdm(total=words_wanted or len(infos), unit="word" if words_wanted else "doc", desc="hanzi facts",
+                    leave=False)
     with atomic_dir(out, replace=True) as tmp:
-        with open(tmp / OUTPUT_FILE, "w", encoding="utf-8") as f:
-            for text in writer.documents():
-                n = len(words.jieba_words(text))
-                if target is not None and total_words + n > target:
-                    break
-                f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-                total_words += n
-                documents += 1
-                bar.update(n if target else 1)
-                if target is None and documents == len(infos):
-                    break
-        manifest = {
-            "documents": documents,
-            "words": total_words,
-            "characters": len(infos),
-            "passes": documents / len(infos),
-            "seed": seed,
-            "settings": settings,
-            "sources": Lexicon.versions(),
-            "counter": "len(list(jieba.cut(document))), jieba 0.42.1",
-        }
+        manifest = {**write_documents(tmp / OUTPUT_FILE, infos, words_wanted, seed, progress=bar.update),
+                    "settings": settings}
         (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2), encoding="utf-8")
     bar.close()
     return manifest

@@ -4,7 +4,7 @@
     writer.paragraph(info)             # every fact about one character, in a random wording and order
     writer.documents()                 # paragraphs, pass after pass over the characters
 
-`tools/hanzi_facts.py` is the command that writes them as a corpus.
+`corpus/hanzi_facts.py` writes them as a corpus source (prepare, and the command `tools/hanzi_facts.py`).
 """
 from __future__ import annotations
 
