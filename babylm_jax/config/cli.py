@@ -125,6 +125,7 @@ class Command:
         logging.use_absl_handler()
         stop_on_signals(self.on_stop)
         try:
+            report_errors(self.name, platforms.check_xla_flags)  # before JAX reads them, fatally
             report_errors(self.name, main, list(sys.argv))
         finally:  # the work is over, done, failed or stopped, and said: the exit status stands
             for signum in STOP_SIGNALS:
