@@ -47,6 +47,18 @@ def test_a_config_file_that_raises_is_named_with_its_line(capsys, tmp_path, text
     assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
 
 
+@pytest.mark.parametrize("returned, said", [("None", "None, not an ml_collections.ConfigDict (does it end with "
+                                                   "`return config`?)"),
+                                           ("[1]", "list, not an ml_collections.ConfigDict")])
+@pytest.mark.parametrize("overrides", [[], ["--config.train.num_steps=2"]])
+def test_a_config_file_whose_get_config_returns_no_config_dict_is_named(capsys, tmp_path, returned, said, overrides):
+    config = tmp_path / "returns.py"
+    config.write_text(f"def get_config():\n    config = 1\n    return {returned}\n")
+    line = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}", *overrides])
+    assert line.startswith(f"train: error: {config}: get_config() returned {said}")
+    assert line.endswith("(in the --config file)")
+
+
 def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     line = user_error(capsys, prepare, ["prepare", "--config=configs/nope.py", f"--workdir={tmp_path}"])
     assert "--config=configs/nope.py: config file not found" in line

@@ -23,14 +23,16 @@ process and parse again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import re
 import signal
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
+import ml_collections
 import tqdm
 from absl import flags, logging
 from ml_collections import config_flags
@@ -97,6 +99,18 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         sys.exit(stopped.exit_status)
 
 
+@contextlib.contextmanager
+def _quiet_config_flags() -> Iterator[None]:
+    """Without config_flags' warning on a get_config() that returned None: the error line says so, once."""
+    logger = logging.get_absl_logger()
+    quiet = lambda record: "get_config() returned None" not in record.getMessage()  # noqa: E731
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _syntax_message(error: SyntaxError) -> str:
     return f"{error.filename}:{error.lineno}: {error.msg} (in the config file)"
 
@@ -147,9 +161,14 @@ class Command:
             self.flags.unparse_flags()
             for name in [n for n in self.flags if "." in n]:  # override flags of an earlier parse
                 delattr(self.flags, name)
-            rest = self.flags(argv)
+            with _quiet_config_flags():
+                rest = self.flags(argv)
             for name in self.config_files:  # config_flags defers a config file's load error to here
-                getattr(self.flags[name].value, "keys", None)
+                value = self.flags[name].value
+                getattr(value, "keys", None)
+                given = value is not None or self._config_path(name, argv) is not None
+                if given and not isinstance(value, ml_collections.ConfigDict):
+                    raise TypeError(f"--{name}: no ConfigDict")  # _config_file_error says which file and why
         except Exception as error:  # noqa: BLE001 - all of it comes from the options and the config file
             raise UserError(self._flag_error_message(error, argv)) from None
         finally:
