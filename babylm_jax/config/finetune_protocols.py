@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from babylm_jax.config.typed import Rule
 from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.jsonl import read_text
 from babylm_jax.tasks.registry import official_tasks
 
 
@@ -150,7 +151,7 @@ def read_config(path: str | pathlib.Path, tasks: tuple[str, ...] = OFFICIAL_TASK
     if not path.is_file():
         raise FileNotFoundError(f"fine-tuning config {path} does not exist")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        config = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid YAML ({error})") from None
     if not isinstance(config, Mapping):
