@@ -143,6 +143,23 @@ def test_damaged_workdir_files_are_named(capsys, tmp_path, relative, text, expec
     assert not (tmp_path / "eval").exists()
 
 
+def test_a_run_copied_without_config_json_takes_its_checkpoint_s_copy(tmp_path, caplog):
+    from babylm_jax.training.run_config import load_run_config
+
+    run = tmp_path / "run"
+    make_run(run)
+    saved = json.loads((run / "config.json").read_text())
+    meta = run / "checkpoints" / "3" / "meta" / "metadata"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "config": saved}))  # as the training loop saves it
+    expected = load_run_config(str(run))
+    (run / "config.json").unlink()
+    assert load_run_config(str(run)) == expected
+    assert f"{run / 'config.json'} not found: using the run's config as its checkpoint saved it ({meta})" in caplog.text
+    shutil.rmtree(run / "checkpoints")
+    with pytest.raises(FileNotFoundError, match="is not a babylm_jax run directory"):
+        load_run_config(str(run))
+
+
 def test_the_real_entry_point_prints_one_line_and_exits_2(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "babylm_jax.train", "--config", "configs/base.py", "--workdir", str(tmp_path),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from typing import Any
 
@@ -165,11 +166,19 @@ def write_run_config(workdir: str, run: RunConfig) -> None:
 
 
 def load_run_config(workdir: str) -> RunConfig:
-    """The run's config.json, typed; ValueError names the file and the bad key."""
+    """The run's config.json, typed; ValueError names the file and the bad key. A run copied without its
+    config.json takes the copy its newest checkpoint holds, and says so."""
     path = os.path.join(workdir, rundir.CONFIG)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
-    saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+        found = _saved_config(workdir)
+        if found is None:
+            raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory (or one copied "
+                                    "without its config.json and checkpoints)")
+        saved, path = found
+        logging.warning("%s not found: using the run's config as its checkpoint saved it (%s)",
+                        os.path.join(workdir, rundir.CONFIG), path)
+    else:
+        saved = read_json(path, "restore the run's config.json (train writes it at the start)")
     if not isinstance(saved, dict):
         raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
     try:
