@@ -289,3 +289,16 @@ def test_a_stop_wrapped_in_a_library_s_error_still_exits_as_the_stop(capsys):
         cli_module.report_errors("aot", work)
     assert exited.value.code == 130
     assert capsys.readouterr().out == "aot: stopped by SIGINT; nothing half-written is kept\n"
+
+
+def test_a_device_out_of_memory_is_one_line_saying_what_to_lower(capsys):
+    """A model far past the device's memory (model.d_model=10**6) ended train in XLA's RESOURCE_EXHAUSTED traceback."""
+    import jax.numpy as jnp
+
+    with pytest.raises(SystemExit) as exited:
+        cli.report_errors("train", lambda: jnp.zeros((10**7, 10**6)))  # 40 TB: refused at once
+    assert exited.value.code == cli.EXIT_USER_ERROR
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("train: error: the device ran out of memory (RESOURCE_EXHAUSTED: Out of memory allocating "
+                           "40000000000000 bytes")
+    assert "lower the model size or the batch sizes" in line and "Traceback" not in line

@@ -89,7 +89,8 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
             raise
         fail(command, str(error) or type(error).__name__)
     except (RuntimeError, AssertionError) as error:
-        line = platforms.backend_error(error)  # a JAX_PLATFORMS naming a backend this host cannot start
+        # a JAX_PLATFORMS naming a backend this host cannot start, or a config too big for the device
+        line = platforms.backend_error(error) or platforms.out_of_memory(error)
         if line is None or os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, line)

@@ -90,6 +90,17 @@ def backend_error(error: BaseException) -> str | None:
             "the backends this host has) or name one it has, e.g. cpu")
 
 
+def out_of_memory(error: BaseException) -> str | None:
+    """The one line for a device that ran out of memory (XLA's RESOURCE_EXHAUSTED or "Out of memory
+    allocating N bytes", at a buffer's allocation or a computation's dispatch), or None for any other error."""
+    text = " ".join(str(error).split())
+    if not isinstance(error, RuntimeError) or not ("RESOURCE_EXHAUSTED" in text or "Out of memory" in text):
+        return None
+    return (f"the device ran out of memory ({text[:200]}): the config asks for more than it holds; lower the model "
+            "size or the batch sizes (model.remat trades compute for memory); `python -m babylm_jax.aot` checks a "
+            "training config's fit without running it")
+
+
 def _raised_in(error: BaseException, module_file: str) -> bool:
     """Whether `error` was raised by code in `module_file` (its traceback's last frame)."""
     tb = error.__traceback__
