@@ -363,6 +363,15 @@ def test_a_broken_minimal_pair_names_its_file_and_line(good, bad, expected, tmp_
         minimal_pairs.read_pairs([path], "zhoblimp")
 
 
+def test_an_empty_pairs_file_and_a_repeated_pair_are_said(tmp_path, caplog):
+    row = {"sentence_good": "我们吃饭。", "sentence_bad": "我们饭吃。", "UID": "u", "phenomenon": "p"}
+    path = _pairs_file(tmp_path, [row, {**row, "UID": "v"}, row])  # a file pasted twice, in part
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert len(minimal_pairs.read_pairs([path, tmp_path / "empty.jsonl"], "zhoblimp")) == 3  # counted, as officially
+    assert f"1 minimal pairs are read more than once (first: {path}:1 again at {path}:3)" in caplog.text
+    assert f"{tmp_path / 'empty.jsonl'} holds no minimal pairs (an empty file?)" in caplog.text
+
+
 def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):
     rows = [{"sentence_good": "我们吃饭。", "sentence_bad": "我们饭吃。", "UID": "u", "phenomenon": "p"},
             {"sentence_good": "我们吃饭。", "sentence_bad": "我们" * 10 + "饭吃。", "UID": "u", "phenomenon": "p"}]
