@@ -53,3 +53,23 @@ def read_json(path: str | pathlib.Path, fix: str) -> Any:
         raise ValueError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}; damaged?); {fix}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); {fix}") from None
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value that is not a string is, as a user reads it: "a number (3)", "null", "a list"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def text_field(row: dict, key: str, where: str) -> str:
+    """`row[key]`, which must be a string; ValueError names `where`, the field and what it holds instead."""
+    if key not in row:
+        raise ValueError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
+    if not isinstance(row[key], str):
+        raise ValueError(f"{where}: field {key!r} holds {json_kind(row[key])}, not a string")
+    return row[key]

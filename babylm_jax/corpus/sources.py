@@ -30,6 +30,7 @@ import pathlib
 import zlib
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from babylm_jax.core.jsonl import json_kind
 from babylm_jax.corpus import builtin
 from babylm_jax.corpus.cache_integrity import FileHashes
 from babylm_jax.corpus.walk import SUFFIXES, CorpusError, check_names, directory_files, readable
@@ -201,21 +202,10 @@ def _jsonl_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
             bad(path, number, f"no text field {field!r} (data.text_field)", f"lines without a text field {field!r}")
             continue
         if not isinstance(row[field], str):
-            bad(path, number, f"field {field!r} holds {_json_kind(row[field])}, not a string (data.text_field names "
+            bad(path, number, f"field {field!r} holds {json_kind(row[field])}, not a string (data.text_field names "
                 "the field of text)", f"lines whose {field!r} is not a string")
             continue
         yield number, row[field]
-
-
-def _json_kind(value: object) -> str:
-    """What a JSON value that is not a string is, as a user reads it: "a number (3)", "null", "a list"."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, (int, float)):
-        return f"a number ({value})"
-    return "a list" if isinstance(value, list) else "an object"
 
 
 def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator[tuple[int, str]]:

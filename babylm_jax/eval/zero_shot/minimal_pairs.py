@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from babylm_jax.core.families import Scoring, family_spec
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.jsonl import read_jsonl, text_field
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.zero_shot import scoring
@@ -56,9 +56,7 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
                 if needed is not None and needed not in row:
                     raise ValueError(f"{where}: missing field {needed!r}")
             for needed in (fields.good, fields.bad):
-                if not isinstance(row[needed], str):
-                    raise ValueError(f"{where}: field {needed!r} must be a string")
-                if not row[needed].strip():
+                if not text_field(row, needed, where).strip():
                     raise ValueError(f"{where}: field {needed!r} is empty; a minimal pair needs two sentences")
             if row[fields.good] == row[fields.bad]:
                 raise ValueError(f"{where}: fields {fields.good!r} and {fields.bad!r} hold the same sentence "
