@@ -59,6 +59,16 @@ def test_a_config_file_whose_get_config_returns_no_config_dict_is_named(capsys, 
     assert line.endswith("(in the --config file)")
 
 
+def test_a_config_file_whose_path_holds_a_colon_is_named(capsys, tmp_path):
+    """config_flags reads `file.py:arg`: a folder named a:b made the file "not found"."""
+    config = tmp_path / "a:b" / "config.py"
+    config.parent.mkdir()
+    config.write_text("import configs.base\n\n\ndef get_config():\n    return configs.base.get_config()\n")
+    line = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}"])
+    assert line == (f"train: error: --config={config}: a ':' in a config file's path starts get_config's argument "
+                    "(file.py:arg); give a path without ':' (a link to the file)")
+
+
 def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
     line = user_error(capsys, prepare, ["prepare", "--config=configs/nope.py", f"--workdir={tmp_path}"])
     assert "--config=configs/nope.py: config file not found" in line

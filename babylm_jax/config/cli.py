@@ -197,6 +197,9 @@ class Command:
     def _check_config_files(self, argv: Sequence[str]) -> None:
         for name in self.config_files:
             path = self._config_path(name, argv)
+            if path is not None and not os.path.isfile(path.split(":", 1)[0]) and os.path.isfile(path):
+                raise UserError(f"--{name}={path}: a ':' in a config file's path starts get_config's argument "
+                                "(file.py:arg); give a path without ':' (a link to the file)")
             if path is not None and not os.path.isfile(path.split(":", 1)[0]):
                 raise UserError(f"--{name}={path}: config file not found (give the path of an ml_collections "
                                 "config file, e.g. configs/base.py or configs/eval.py)")
