@@ -27,7 +27,7 @@ Cases (issue 14):
 - a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
 - evaluate refuses an --output that is a folder or cannot be written before loading anything;
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
-  model's max_len is an error naming file:line.
+  model's max_len is an error naming file:line; a file without pairs, and a pair read twice, are said.
 The command-line cases (unknown config key, missing config file, damaged config.json,
 tokenizer.json or checkpoint metadata, batch size against devices, mesh.num_devices,
 train.batch_size <= 0, evaluate keeping the finished tasks when a later one fails) are in
