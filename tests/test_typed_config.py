@@ -143,7 +143,7 @@ def test_every_numeric_key_at_an_odd_value_is_taken_or_refused_naming_it(path, b
                 assert isinstance(odd, int), (key, odd)  # nan is never a setting
 
 
-def test_a_float_key_is_finite_and_a_rule_that_divides_is_checked_after_its_divisor():
+def test_a_float_key_is_finite_a_seed_fits_32_bits_and_a_rule_that_divides_is_checked_after_its_divisor():
     config = load_config_file("configs/eval.py")
     config.fmri.fmri.tr = 0.0
     with pytest.raises(ValueError, match=r"^config key fmri.fmri.tr=0.0: must be > 0$"):
@@ -153,6 +153,11 @@ def test_a_float_key_is_finite_and_a_rule_that_divides_is_checked_after_its_divi
         config.train.learning_rate = float("nan")
     with pytest.raises(ValueError, match=r"^config key train.learning_rate=nan: must be a finite number$"):
         RunConfig.from_config(config)
+    config = default_config()
+    for seed in (-1, 2**32):  # grain's shuffle refused them after prepare, naming no key; jax's key folds 2**32 to 0
+        config.train.seed = seed
+        with pytest.raises(ValueError, match=rf"^config key train.seed={seed}: must be in \[0, 2\*\*32\)"):
+            RunConfig.from_config(config)
 
 
 def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path):

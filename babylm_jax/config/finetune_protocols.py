@@ -73,6 +73,7 @@ class FinetuneOptions:
                 ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
                 ("max_grad_norm", self.max_grad_norm >= 0, "must be >= 0 (0 = no clipping)"),
                 ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
+                ("seed", 0 <= self.seed < 2**32, "must be in [0, 2**32): a larger one is the same key as a smaller"),
                 ("train_examples", self.train_examples >= 0, "must be >= 0 (0 = the whole split)"),
                 ("rows_multiple", self.rows_multiple >= 1, "must be >= 1"),
                 ("eval_rows", self.eval_rows >= 1, "must be >= 1")]
