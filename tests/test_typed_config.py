@@ -83,6 +83,16 @@ def test_run_config_is_built_by_the_commands_and_where_a_saved_config_is_read():
     assert callers == BUILDERS
 
 
+def test_train_and_evaluate_given_a_config_dict_says_what_it_takes(tmp_path):
+    """A notebook passing the config file's ConfigDict, as nanodo's train_and_evaluate takes: it was
+    AttributeError "'compute_dtype'" from deep in the model's setup."""
+    from babylm_jax.training import loop
+
+    with pytest.raises(TypeError, match=r"takes a RunConfig, not a ConfigDict: pass RunConfig.from_config\(config\)"):
+        loop.train_and_evaluate(default_config(), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("command, override, message", [
     (train, "--config.train.schedule=linear", "config key train.schedule='linear': must be one of ('cosine', 'wsd')"),
     (train, "--config.train.optimizer=sgd", "config key train.optimizer='sgd': must be one of ('adamw', 'lamb')"),
