@@ -1,6 +1,7 @@
 """One error path for train, prepare, evaluate and export (issue 14's CLI cases): one line naming
 the file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
 import json
+import re
 import os
 import pathlib
 import shutil
@@ -153,7 +154,7 @@ def test_damaged_workdir_files_are_named(capsys, tmp_path, relative, text, expec
     assert not (tmp_path / "eval").exists()
 
 
-def test_a_run_copied_without_config_json_takes_its_checkpoint_s_copy(tmp_path, caplog):
+def test_config_json_missing_or_disagreeing_with_the_checkpoints_copy(tmp_path, caplog):
     from babylm_jax.training.run_config import load_run_config
 
     run = tmp_path / "run"
@@ -162,6 +163,11 @@ def test_a_run_copied_without_config_json_takes_its_checkpoint_s_copy(tmp_path, 
     meta = run / "checkpoints" / "3" / "meta" / "metadata"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "config": saved}))  # as the training loop saves it
     expected = load_run_config(str(run))
+    edited = {**saved, "model": {**saved["model"], "d_model": 32}}  # by hand, or another run's
+    (run / "config.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match=rf"config.json: model.d_model=32, but the checkpoints were trained with "
+                                         rf"model.d_model=16 \({re.escape(str(meta))}\); restore config.json"):
+        load_run_config(str(run))  # it was orbax's shape error, naming neither the file nor the key
     (run / "config.json").unlink()
     assert load_run_config(str(run)) == expected
     assert f"{run / 'config.json'} not found: using the run's config as its checkpoint saved it ({meta})" in caplog.text

@@ -67,7 +67,12 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
         if not isinstance(saved, dict):
             raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
         return saved, path
-    for step, root in sorted(checkpoint_steps(checkpoints_at or workdir).items(), reverse=True):
+    return _checkpoint_config(checkpoints_at or workdir)
+
+
+def _checkpoint_config(checkpoints_at: str) -> tuple[dict, str] | None:
+    """The copy of the run's config the newest readable checkpoint in `checkpoints_at` holds, and its file."""
+    for step, root in sorted(checkpoint_steps(checkpoints_at).items(), reverse=True):
         meta_path = epath.Path(root) / str(step) / "meta" / "metadata"
         try:
             saved = json.loads(meta_path.read_text()).get("config")
@@ -76,6 +81,20 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
         if isinstance(saved, dict):
             return saved, str(meta_path)
     return None
+
+
+def _check_model_keys(saved: dict, path: str, workdir: str) -> None:
+    """ValueError where config.json (`saved`, at `path`) gives the model other settings than the copy its
+    checkpoints hold (a config.json edited by hand, or copied from another run), naming the first key."""
+    copy = _checkpoint_config(workdir)
+    if copy is None or not isinstance(saved.get("model"), dict):
+        return
+    kept, new = _flatten(copy[0].get("model") or {}, "model."), _flatten(saved["model"], "model.")
+    changed = sorted(key for key in kept.keys() & new.keys() if kept[key] != new[key])
+    if changed:
+        key = changed[0]
+        raise ValueError(f"{path}: {key}={new[key]!r}, but the checkpoints were trained with {key}={kept[key]!r} "
+                         f"({copy[1]}); restore config.json, or delete it to use the checkpoints' copy")
 
 
 def _changed_keys(workdir: str, run: RunConfig, checkpoints_at: str | None) -> tuple[dict[str, tuple], str]:
@@ -179,6 +198,8 @@ def load_run_config(workdir: str) -> RunConfig:
                         os.path.join(workdir, rundir.CONFIG), path)
     else:
         saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+        if isinstance(saved, dict):
+            _check_model_keys(saved, path, workdir)
     if not isinstance(saved, dict):
         raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
     try:
