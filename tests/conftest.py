@@ -8,6 +8,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(__import__("temp
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 from fixtures.fake_gcs import OFFLINE_CLIENTS  # noqa: E402  (before gcsfs and fsspec are imported)
+from babylm_jax.core import platforms  # noqa: E402
+
+platforms.check_xla_flags()  # once here: the commands the tests start in subprocesses need not check them again
 
 os.environ.update(OFFLINE_CLIENTS)
 

@@ -1,6 +1,7 @@
 """One error path for train, prepare, evaluate and export (issue 14's CLI cases): one line naming
 the file, key or option and the fix, exit status 2, no traceback, and no work done before it."""
 import json
+import re
 import os
 import pathlib
 import shutil
@@ -45,6 +46,28 @@ def test_a_config_file_that_raises_is_named_with_its_line(capsys, tmp_path, text
                      f"    return load_config_file({str(config)!r})\n")
     said = user_error(capsys, train, ["train", f"--config={outer}", f"--workdir={tmp_path / 'run'}"])
     assert said == f"train: error: {config}:{line}: {expected} (in the --config file)"
+
+
+@pytest.mark.parametrize("returned, said", [("None", "None, not an ml_collections.ConfigDict (does it end with "
+                                                   "`return config`?)"),
+                                           ("[1]", "list, not an ml_collections.ConfigDict")])
+@pytest.mark.parametrize("overrides", [[], ["--config.train.num_steps=2"]])
+def test_a_config_file_whose_get_config_returns_no_config_dict_is_named(capsys, tmp_path, returned, said, overrides):
+    config = tmp_path / "returns.py"
+    config.write_text(f"def get_config():\n    config = 1\n    return {returned}\n")
+    line = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}", *overrides])
+    assert line.startswith(f"train: error: {config}: get_config() returned {said}")
+    assert line.endswith("(in the --config file)")
+
+
+def test_a_config_file_whose_path_holds_a_colon_is_named(capsys, tmp_path):
+    """config_flags reads `file.py:arg`: a folder named a:b made the file "not found"."""
+    config = tmp_path / "a:b" / "config.py"
+    config.parent.mkdir()
+    config.write_text("import configs.base\n\n\ndef get_config():\n    return configs.base.get_config()\n")
+    line = user_error(capsys, train, ["train", f"--config={config}", f"--workdir={tmp_path / 'run'}"])
+    assert line == (f"train: error: --config={config}: a ':' in a config file's path starts get_config's argument "
+                    "(file.py:arg); give a path without ':' (a link to the file)")
 
 
 def test_missing_or_broken_config_file_and_bad_options(capsys, tmp_path):
@@ -129,6 +152,28 @@ def test_damaged_workdir_files_are_named(capsys, tmp_path, relative, text, expec
                                          "--tasks=zhoblimp", f"--output={tmp_path / 'eval' / 'results.json'}"])
     assert expected in line
     assert not (tmp_path / "eval").exists()
+
+
+def test_config_json_missing_or_disagreeing_with_the_checkpoints_copy(tmp_path, caplog):
+    from babylm_jax.training.run_config import load_run_config
+
+    run = tmp_path / "run"
+    make_run(run)
+    saved = json.loads((run / "config.json").read_text())
+    meta = run / "checkpoints" / "3" / "meta" / "metadata"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "config": saved}))  # as the training loop saves it
+    expected = load_run_config(str(run))
+    edited = {**saved, "model": {**saved["model"], "d_model": 32}}  # by hand, or another run's
+    (run / "config.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match=rf"config.json: model.d_model=32, but the checkpoints were trained with "
+                                         rf"model.d_model=16 \({re.escape(str(meta))}\); restore config.json"):
+        load_run_config(str(run))  # it was orbax's shape error, naming neither the file nor the key
+    (run / "config.json").unlink()
+    assert load_run_config(str(run)) == expected
+    assert f"{run / 'config.json'} not found: using the run's config as its checkpoint saved it ({meta})" in caplog.text
+    shutil.rmtree(run / "checkpoints")
+    with pytest.raises(FileNotFoundError, match="is not a babylm_jax run directory"):
+        load_run_config(str(run))
 
 
 def test_the_real_entry_point_prints_one_line_and_exits_2(tmp_path):
@@ -260,3 +305,16 @@ def test_a_stop_wrapped_in_a_library_s_error_still_exits_as_the_stop(capsys):
         cli_module.report_errors("aot", work)
     assert exited.value.code == 130
     assert capsys.readouterr().out == "aot: stopped by SIGINT; nothing half-written is kept\n"
+
+
+def test_a_device_out_of_memory_is_one_line_saying_what_to_lower(capsys):
+    """A model far past the device's memory (model.d_model=10**6) ended train in XLA's RESOURCE_EXHAUSTED traceback."""
+    import jax.numpy as jnp
+
+    with pytest.raises(SystemExit) as exited:
+        cli.report_errors("train", lambda: jnp.zeros((10**7, 10**6)))  # 40 TB: refused at once
+    assert exited.value.code == cli.EXIT_USER_ERROR
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("train: error: the device ran out of memory (RESOURCE_EXHAUSTED: Out of memory allocating "
+                           "40000000000000 bytes")
+    assert "lower the model size or the batch sizes" in line and "Traceback" not in line

@@ -2,6 +2,7 @@
 import dataclasses
 import gzip
 import json
+import re
 import shutil
 
 import pyarrow as pa
@@ -110,6 +111,37 @@ def test_missing_path_and_parquet_column(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "t.parquet")
     with pytest.raises(corpus.CorpusError, match="t.parquet: parquet file has no column 'text'"):
         _documents(_data_config(corpus=str(tmp_path / "t.parquet")))
+
+
+@pytest.mark.parametrize("values, found", [([1, 2], "int64"), ([1.5, 2.0], "double"), ([["a"], ["b"]], "list<"),
+                                           ([{"a": "b"}, {"a": "c"}], "struct<a: string>")])
+@pytest.mark.parametrize("kind", ["parquet", "arrow"])
+def test_a_text_column_that_is_not_text_is_one_line_naming_file_column_and_type(tmp_path, kind, values, found):
+    path = tmp_path / f"t.{kind}"
+    table = pa.table({"text": values, "id": [1, 2]})
+    pq.write_table(table, path) if kind == "parquet" else _write_arrow_stream(path, table)
+    with pytest.raises(corpus.CorpusError, match=rf"t.{kind}:1: {kind} column 'text' holds {re.escape(found)}"):
+        _documents(_data_config(corpus=str(path)))
+    assert _documents(_data_config(corpus=str(path), on_bad_line="skip")) == []
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow"])
+def test_a_text_column_of_bytes_is_read_as_utf8_and_said(tmp_path, kind, caplog):
+    path = tmp_path / f"t.{kind}"
+    table = pa.table({"text": ["你好".encode(), b"\xff", None]})
+    pq.write_table(table, path) if kind == "parquet" else _write_arrow_stream(path, table)
+    assert _documents(_data_config(corpus=str(path), on_bad_line="skip")) == ["你好"]
+    assert "holds bytes (binary), read as UTF-8 text" in caplog.text
+    with pytest.raises(corpus.CorpusError, match=rf"t.{kind}:2: undecodable bytes"):
+        _documents(_data_config(corpus=str(path)))
+
+
+@pytest.mark.parametrize("value, said", [(3, "a number (3)"), (["a"], "a list"), (None, "null"), ({"a": 1}, "an object"),
+                                         (True, "a boolean (true)")])
+def test_a_jsonl_text_that_is_not_a_string_is_named_by_what_it_holds(tmp_path, value, said):
+    (tmp_path / "t.jsonl").write_text(json.dumps({"text": value}) + "\n", encoding="utf-8")
+    with pytest.raises(corpus.CorpusError, match=rf"t.jsonl:1: field 'text' holds {re.escape(said)}, not a string"):
+        _documents(_data_config(corpus=str(tmp_path / "t.jsonl")))
 
 
 def _write_arrow_stream(path, table):

@@ -103,6 +103,16 @@ def test_missing_and_empty_corpus(tmp_path):
     assert not list((tmp_path / "w" / "data").glob("*/index.json"))
 
 
+def test_a_batch_larger_than_the_corpus_is_refused_before_any_batch_is_built(tmp_path):
+    """train.batch_size=10**9 filled the host's memory (killed by the OOM killer) building its first batches."""
+    (tmp_path / "small.txt").write_text("\n\n".join(synthetic.svo_documents(20)) + "\n", encoding="utf-8")
+    config = synthetic.tiny_config(tmp_path)
+    config.train.batch_size = 10**9
+    with pytest.raises(ValueError, match=r"train.batch_size=1,000,000,000 is more rows than the training corpus holds "
+                                         r"\(\d+ rows of train.seq_len=32 tokens\)"):
+        pipeline.build_train_data(RunConfig.from_config(config), tmp_path / "w")
+
+
 def _documents_of(tokens):
     return [np.asarray(tokens.tokens[a:b]) for a, b in zip(tokens.doc_offsets[:-1], tokens.doc_offsets[1:])]
 

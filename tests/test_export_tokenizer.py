@@ -172,6 +172,25 @@ def test_word_export_without_jieba_says_how_to_get_it(words_kind, tmp_path, monk
         type(hf).from_pretrained(tmp_path / "hf")
 
 
+@pytest.mark.parametrize("damage, said", [
+    (lambda vocab: vocab.write_text(vocab.read_text(encoding="utf-8")[:40], encoding="utf-8"),
+     r"vocab.json: damaged \(JSONDecodeError: Unterminated string"),
+    (lambda vocab: vocab.write_text('{"<unk>": 1}'), r"vocab.json: not a JSON list of the pieces in id order"),
+    (lambda vocab: vocab.write_text('["a", "b"]'), r"vocab.json: lacks the special pieces \['<unk>', '<s>', '</s>'\]"),
+    (lambda vocab: vocab.unlink(), r"no vocab.json beside tokenizer_config.json"),
+])
+def test_a_damaged_word_export_vocabulary_is_named(damage, said, words_kind, tmp_path):
+    """A half-copied or edited export: transformers passes on our line naming vocab.json (a damaged .py or
+    tokenizer_config.json is read by transformers before any of our code runs: its own error stands)."""
+    transformers = pytest.importorskip("transformers")
+    if not words_kind.byte_fallback:
+        pytest.skip("one tokenizer is enough")
+    _word_export(words_kind, tmp_path / "hf")
+    damage(tmp_path / "hf" / "vocab.json")
+    with pytest.raises(ValueError, match=said + r".*export the model again"):
+        transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=True)
+
+
 @pytest.mark.slow
 def test_word_export_gives_our_ids_on_real_zhoblimp(data_dir, words_kind, tmp_path):
     from babylm_jax.tasks.registry import get_task

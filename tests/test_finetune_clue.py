@@ -1,5 +1,6 @@
 """Fine-tuning task readers, label maps, input layout and packed batches (no model)."""
 import json
+import re
 import pathlib
 import types
 
@@ -78,6 +79,10 @@ def test_bad_input_messages(tmp_path):
     write_jsonl(tmp_path / "afqmc/train.json", [{"sentence1": "a", "label": "0"}])
     with pytest.raises(ValueError, match=r"train.json:1: missing field 'sentence2'"):
         clue.load_clue_task(tmp_path, "afqmc")
+    for value, said in [(5, "a number (5)"), (None, "null"), (["a"], "a list")]:  # were read as "5", "None", "['a']"
+        write_jsonl(tmp_path / "afqmc/train.json", [{"sentence1": value, "sentence2": "b", "label": "0"}])
+        with pytest.raises(ValueError, match=rf"train.json:1: field 'sentence1' holds {re.escape(said)}, not a string"):
+            clue.load_clue_task(tmp_path, "afqmc")
     (tmp_path / "afqmc/train.json").write_text("{not json\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"train.json:1: not valid JSON"):
         clue.load_clue_task(tmp_path, "afqmc")

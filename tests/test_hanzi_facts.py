@@ -39,6 +39,12 @@ def test_character_selection_and_bad_input(lexicon, tmp_path):
     listed = tmp_path / "chars.txt"
     listed.write_text("汞 伴\nabc伴", encoding="utf-8")
     assert [i.char for i in hanzi_facts.select_characters(lexicon, str(listed), None)] == ["汞", "伴"]
+    listed.write_text("\ufeff汞伴", encoding="utf-8")  # a file saved with a byte-order mark (Windows Notepad)
+    assert [i.char for i in hanzi_facts.select_characters(lexicon, str(listed), None)] == ["汞", "伴"]
+    listed.write_text("汞伴", encoding="gbk")
+    with pytest.raises(hanzi_facts.FactsError, match=rf"--characters {re.escape(str(listed))}: not UTF-8 text "
+                                                     r"\(byte 0: invalid start byte\); save it as UTF-8"):
+        hanzi_facts.select_characters(lexicon, str(listed), None)
     with pytest.raises(hanzi_facts.FactsError, match="--characters: 'abc' is neither"):
         hanzi_facts.select_characters(lexicon, "abc", None)
     with pytest.raises(hanzi_facts.FactsError, match="--from_workdir: .* no prepared corpus"):

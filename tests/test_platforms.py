@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import tiny_config
 
+from babylm_jax.config import cli
 from babylm_jax.core import platforms
 
 REPO = pathlib.Path(__file__).parents[1]
@@ -54,6 +55,7 @@ DETERMINISTIC_SCRIPT = """
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import jax
+from babylm_jax.config import cli
 from babylm_jax.core import platforms
 assert not platforms.backend_started()
 platforms.use_deterministic_ops()
@@ -147,3 +149,33 @@ def test_jax_platforms_naming_a_backend_with_no_plugin_here_is_one_line():
         "installed for them, or no device); unset it (JAX then uses the backends this host has) or name one it has, "
         "e.g. cpu")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flags, reason", [
+    ("--xla_no_such_flag=1", "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1"),
+    ("--xla_force_host_platform_device_count=two", "Couldn't interpret value two for flag "
+                                                   "xla_force_host_platform_device_count"),
+    (" ", 'Could not open file " " to read flags'),
+])
+def test_an_xla_flags_that_xla_refuses_is_one_line_naming_the_variable(flags, reason, monkeypatch, capsys):
+    """XLA ends a process in its own fatal line, exit 1, on an XLA_FLAGS it cannot read; the command says so first."""
+    monkeypatch.setattr(platforms, "backend_started", lambda: False)  # as at a command's start
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    monkeypatch.setattr(cli, "stop_on_signals", lambda on_stop: None)  # this test process keeps its handlers
+    monkeypatch.setattr(cli.signal, "signal", lambda signum, handler: None)
+    with pytest.raises(SystemExit) as exited:
+        cli.Command("demo", "").run(lambda argv: pytest.fail("the command ran"))
+    assert exited.value.code == cli.EXIT_USER_ERROR
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"demo: error: environment variable XLA_FLAGS={flags!r}: XLA refuses it ({reason}")
+    assert line.endswith("remove or correct that flag (XLA's own flags start with --xla_), or unset XLA_FLAGS")
+
+
+def test_xla_flags_xla_reads_are_checked_once_for_a_process_and_its_children(monkeypatch):
+    monkeypatch.setattr(platforms, "backend_started", lambda: False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    monkeypatch.delenv("BABYLM_XLA_FLAGS_CHECKED", raising=False)
+    platforms.check_xla_flags()
+    assert os.environ["BABYLM_XLA_FLAGS_CHECKED"] == "--xla_force_host_platform_device_count=2"
+    monkeypatch.setattr(platforms.subprocess, "Popen", lambda *a, **k: pytest.fail("checked again"))
+    platforms.check_xla_flags()

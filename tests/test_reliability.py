@@ -27,7 +27,7 @@ Cases (issue 14):
 - a truncated .jsonl.gz is a bad line naming file:line (data.on_bad_line='skip' skips the rest);
 - evaluate refuses an --output that is a folder or cannot be written before loading anything;
 - minimal pairs: an empty sentence, the same sentence twice, or a sentence longer than the
-  model's max_len is an error naming file:line.
+  model's max_len is an error naming file:line; a file without pairs, and a pair read twice, are said.
 The command-line cases (unknown config key, missing config file, damaged config.json,
 tokenizer.json or checkpoint metadata, batch size against devices, mesh.num_devices,
 train.batch_size <= 0, evaluate keeping the finished tasks when a later one fails) are in
@@ -374,6 +374,15 @@ def test_a_broken_minimal_pair_names_its_file_and_line(good, bad, expected, tmp_
     path = _pairs_file(tmp_path, rows)
     with pytest.raises(ValueError, match=rf"{path}:2: .*{expected}"):
         minimal_pairs.read_pairs([path], "zhoblimp")
+
+
+def test_an_empty_pairs_file_and_a_repeated_pair_are_said(tmp_path, caplog):
+    row = {"sentence_good": "我们吃饭。", "sentence_bad": "我们饭吃。", "UID": "u", "phenomenon": "p"}
+    path = _pairs_file(tmp_path, [row, {**row, "UID": "v"}, row])  # a file pasted twice, in part
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert len(minimal_pairs.read_pairs([path, tmp_path / "empty.jsonl"], "zhoblimp")) == 3  # counted, as officially
+    assert f"1 minimal pairs are read more than once (first: {path}:1 again at {path}:3)" in caplog.text
+    assert f"{tmp_path / 'empty.jsonl'} holds no minimal pairs (an empty file?)" in caplog.text
 
 
 def test_a_minimal_pair_longer_than_max_len_names_its_file_and_line(tmp_path):

@@ -4,10 +4,13 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import sys
 
 import numpy as np
 import pytest
 
+from babylm_jax.config import cli
+from babylm_jax.core import workers
 from babylm_jax.corpus import builtin, corpus_cache, segmenter, words
 
 pytest.importorskip("rjieba")
@@ -87,9 +90,24 @@ def test_memo_tables_stay_bounded(fast, monkeypatch):
 def test_word_lengths_fall_back_to_jieba(monkeypatch):
     assert segmenter.make_word_lengths(False)[1] == "jieba.cut"
     assert segmenter.make_word_lengths(True)[1] != "jieba.cut"
-    monkeypatch.setattr(segmenter, "rjieba_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "rjieba", None)  # as if not installed
     word_lengths, name = segmenter.make_word_lengths(True)
     assert name == "jieba.cut" and word_lengths(EDGE_CASES[0]) == [len(w) for w in words.jieba_words(EDGE_CASES[0])]
+
+
+@pytest.mark.parametrize("raised", ["RuntimeError('broken build')", "ImportError('undefined symbol: x')"])
+def test_an_rjieba_that_fails_to_load_is_one_line_naming_it_and_the_ways_on(raised, tmp_path, monkeypatch):
+    (tmp_path / "rjieba").mkdir()
+    (tmp_path / "rjieba" / "__init__.py").write_text(f"raise {raised}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "rjieba")
+    with pytest.raises(segmenter.SegmenterLoadError) as error:
+        segmenter.make_word_lengths(True)
+    line = workers.describe_start_failure(error.value)  # what a worker that cannot start reports
+    assert line.startswith(f"SegmenterLoadError: loading rjieba failed ({raised.split('(')[0]}: ")
+    assert "pip install --force-reinstall rjieba" in line and "pip uninstall rjieba" in line
+    assert isinstance(error.value, cli.USER_ERRORS)  # one line and exit 2 where counting runs in the command
+    assert segmenter.make_word_lengths(False)[1] == "jieba.cut"  # data.word_counter="jieba" never loads it
 
 
 def _count(tmp_path, name: str, raw) -> dict:

@@ -68,3 +68,25 @@ def test_leakage_reads_every_text_field(tmp_path):
         ("zhoblimp", "一"), ("zhoblimp", "二"), ("xcomps_zh", "三"), ("xcomps_zh", "四"),
         ("hanzi_pinyin_hidden", "五"), ("hanzi_pinyin_hidden", "六"), ("tnews", "七"), ("cluewsc2020", "八"),
     }
+
+
+def test_files_from_windows_read_as_their_text_and_other_encodings_are_named(tmp_path):
+    """A byte-order mark (Notepad's UTF-8) and CRLF line ends are read as the text; UTF-16 names file and line."""
+    from babylm_jax.core import jsonl
+
+    rows = [{"sentence_good": "我们去。", "sentence_bad": "去我们。"}, {"sentence_good": "好。", "sentence_bad": "好好。"}]
+    text = "\r\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\r\n"
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(text.encode("utf-8-sig"))
+    assert [row for _, row in jsonl.read_jsonl(path)] == rows
+    (tmp_path / "word.txt").write_bytes("\ufeff我们\r\n北京\r\n".encode())
+    assert jsonl.read_text(tmp_path / "word.txt").splitlines() == ["我们", "北京"]  # the first word without U+FEFF
+    (tmp_path / "c3.json").write_bytes(json.dumps(rows).encode("utf-8-sig"))
+    assert jsonl.read_json(tmp_path / "c3.json", "fix") == rows
+    path.write_bytes(text.encode("utf-16"))
+    with pytest.raises(ValueError, match=r"pairs.jsonl:1: not UTF-8 text \(byte 0: invalid start byte\); save it as "
+                                         r"UTF-8 \(from UTF-16"):
+        list(jsonl.read_jsonl(path))
+    (tmp_path / "word.txt").write_bytes("我们".encode("utf-16"))
+    with pytest.raises(ValueError, match=r"word.txt: not UTF-8 text"):
+        jsonl.read_text(tmp_path / "word.txt")

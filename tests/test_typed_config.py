@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import json
 import pathlib
 
@@ -20,6 +22,8 @@ from fixtures.run import make_run
 
 from babylm_jax import prepare, train
 from babylm_jax.config import cli
+from babylm_jax.config.evaluation import EvalSettings
+from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig, default_config
 from babylm_jax.config.typed import defaults
 from babylm_jax.training import run_config
@@ -79,6 +83,16 @@ def test_run_config_is_built_by_the_commands_and_where_a_saved_config_is_read():
     assert callers == BUILDERS
 
 
+def test_train_and_evaluate_given_a_config_dict_says_what_it_takes(tmp_path):
+    """A notebook passing the config file's ConfigDict, as nanodo's train_and_evaluate takes: it was
+    AttributeError "'compute_dtype'" from deep in the model's setup."""
+    from babylm_jax.training import loop
+
+    with pytest.raises(TypeError, match=r"takes a RunConfig, not a ConfigDict: pass RunConfig.from_config\(config\)"):
+        loop.train_and_evaluate(default_config(), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("command, override, message", [
     (train, "--config.train.schedule=linear", "config key train.schedule='linear': must be one of ('cosine', 'wsd')"),
     (train, "--config.train.optimizer=sgd", "config key train.optimizer='sgd': must be one of ('adamw', 'lamb')"),
@@ -108,6 +122,52 @@ def test_a_model_size_or_rate_out_of_range_is_one_line_naming_the_key(capsys, tm
     line = user_error(capsys, train, ["train", "--config=configs/base.py", f"--workdir={workdir}", override])
     assert line == f"train: error: {message}"
     assert not workdir.exists()
+
+
+def _numeric_keys(config, prefix=""):
+    for key, value in config.items():
+        if hasattr(value, "items"):
+            yield from _numeric_keys(value, f"{prefix}{key}.")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield prefix + key
+
+
+@pytest.mark.parametrize("path, build", [("configs/base.py", RunConfig.from_config),
+                                         ("configs/eval.py", EvalSettings.from_config)])
+def test_every_numeric_key_at_an_odd_value_is_taken_or_refused_naming_it(path, build):
+    """0, -1 or nan in any numeric key: built, or one ValueError naming the key; never another
+    error from a rule's own arithmetic (fmri.fmri.tr=0 divided by zero)."""
+    base = load_config_file(path)
+    for key in _numeric_keys(base):
+        for odd in (0, -1, float("nan")):  # a divisor, a negative, a float no rule compares
+            config = copy.deepcopy(base)
+            *groups, leaf = key.split(".")
+            group = functools.reduce(lambda c, name: c[name], groups, config)
+            with group.ignore_type():
+                group[leaf] = odd
+            try:
+                build(config)
+            except ValueError as error:
+                assert str(error).startswith("config key") and leaf in str(error), (key, odd, str(error))
+            else:
+                assert isinstance(odd, int), (key, odd)  # nan is never a setting
+
+
+def test_a_float_key_is_finite_a_seed_fits_32_bits_and_a_rule_that_divides_is_checked_after_its_divisor():
+    config = load_config_file("configs/eval.py")
+    config.fmri.fmri.tr = 0.0
+    with pytest.raises(ValueError, match=r"^config key fmri.fmri.tr=0.0: must be > 0$"):
+        EvalSettings.from_config(config)
+    config = default_config()
+    with config.train.ignore_type():
+        config.train.learning_rate = float("nan")
+    with pytest.raises(ValueError, match=r"^config key train.learning_rate=nan: must be a finite number$"):
+        RunConfig.from_config(config)
+    config = default_config()
+    for seed in (-1, 2**32):  # grain's shuffle refused them after prepare, naming no key; jax's key folds 2**32 to 0
+        config.train.seed = seed
+        with pytest.raises(ValueError, match=rf"^config key train.seed={seed}: must be in \[0, 2\*\*32\)"):
+            RunConfig.from_config(config)
 
 
 def test_a_run_config_round_trips_through_config_json(tiny_corpus_dir, tmp_path):

@@ -23,14 +23,16 @@ process and parse again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import re
 import signal
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
+import ml_collections
 import tqdm
 from absl import flags, logging
 from ml_collections import config_flags
@@ -87,7 +89,8 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
             raise
         fail(command, str(error) or type(error).__name__)
     except (RuntimeError, AssertionError) as error:
-        line = platforms.backend_error(error)  # a JAX_PLATFORMS naming a backend this host cannot start
+        # a JAX_PLATFORMS naming a backend this host cannot start, or a config too big for the device
+        line = platforms.backend_error(error) or platforms.out_of_memory(error)
         if line is None or os.environ.get("BABYLM_TRACEBACK"):
             raise
         fail(command, line)
@@ -95,6 +98,18 @@ def report_errors(command: str, function: Callable[..., Any], *args: Any) -> Any
         close_progress_bars()
         say_stopped(f"{command}: {stopped}")
         sys.exit(stopped.exit_status)
+
+
+@contextlib.contextmanager
+def _quiet_config_flags() -> Iterator[None]:
+    """Without config_flags' warning on a get_config() that returned None: the error line says so, once."""
+    logger = logging.get_absl_logger()
+    quiet = lambda record: "get_config() returned None" not in record.getMessage()  # noqa: E731
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _syntax_message(error: SyntaxError) -> str:
@@ -125,6 +140,7 @@ class Command:
         logging.use_absl_handler()
         stop_on_signals(self.on_stop)
         try:
+            report_errors(self.name, platforms.check_xla_flags)  # before JAX reads them, fatally
             report_errors(self.name, main, list(sys.argv))
         finally:  # the work is over, done, failed or stopped, and said: the exit status stands
             for signum in STOP_SIGNALS:
@@ -146,9 +162,14 @@ class Command:
             self.flags.unparse_flags()
             for name in [n for n in self.flags if "." in n]:  # override flags of an earlier parse
                 delattr(self.flags, name)
-            rest = self.flags(argv)
+            with _quiet_config_flags():
+                rest = self.flags(argv)
             for name in self.config_files:  # config_flags defers a config file's load error to here
-                getattr(self.flags[name].value, "keys", None)
+                value = self.flags[name].value
+                getattr(value, "keys", None)
+                given = value is not None or self._config_path(name, argv) is not None
+                if given and not isinstance(value, ml_collections.ConfigDict):
+                    raise TypeError(f"--{name}: no ConfigDict")  # _config_file_error says which file and why
         except Exception as error:  # noqa: BLE001 - all of it comes from the options and the config file
             raise UserError(self._flag_error_message(error, argv)) from None
         finally:
@@ -176,6 +197,9 @@ class Command:
     def _check_config_files(self, argv: Sequence[str]) -> None:
         for name in self.config_files:
             path = self._config_path(name, argv)
+            if path is not None and not os.path.isfile(path.split(":", 1)[0]) and os.path.isfile(path):
+                raise UserError(f"--{name}={path}: a ':' in a config file's path starts get_config's argument "
+                                "(file.py:arg); give a path without ':' (a link to the file)")
             if path is not None and not os.path.isfile(path.split(":", 1)[0]):
                 raise UserError(f"--{name}={path}: config file not found (give the path of an ml_collections "
                                 "config file, e.g. configs/base.py or configs/eval.py)")

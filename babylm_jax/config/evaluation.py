@@ -103,7 +103,8 @@ class FmriSettings(RidgeSettings):
                 ("correlation_ddof", self.correlation_ddof in (0, 1), "must be 0 or 1"),
                 ("feature_zscore", self.feature_zscore in ("matrix", "column"), "must be 'matrix' or 'column'"),
                 ("tr", self.tr > 0, "must be > 0"),
-                ("oversampling", self.oversampling >= 1 and abs(self.oversampling / self.tr - self.grid_hz) < 1e-6,
+                ("oversampling", self.oversampling >= 1 and self.tr > 0  # tr's own rule, above, says what it must be
+                 and abs(self.oversampling / self.tr - self.grid_hz) < 1e-6,
                  "oversampling / tr must equal grid_hz (the HRF and the word grid share one rate)"),
                 ("skip_trs", self.skip_trs >= 0, "must be >= 0"),
                 ("hrf_length_s", self.hrf_length_s > 0, "must be > 0"),

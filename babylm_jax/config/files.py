@@ -25,7 +25,8 @@ def _located(error: Exception, path: str | os.PathLike) -> str:
 
 def load_config_file(path: str | os.PathLike, arg: str | None = None) -> ml_collections.ConfigDict:
     """`get_config()` (`get_config(arg)` with an arg, as in `--config=path.py:arg`) of the config file at
-    `path`; ConfigFileError names the file and line where importing it or get_config() raised."""
+    `path`; ConfigFileError names the file and line where importing it or get_config() raised, or the
+    file whose get_config() returned no ConfigDict (None: a missing `return`)."""
     spec = importlib.util.spec_from_file_location(f"babylm_config_{abs(hash(str(path)))}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"{path}: not a Python config file")
@@ -35,8 +36,13 @@ def load_config_file(path: str | os.PathLike, arg: str | None = None) -> ml_coll
         spec.loader.exec_module(module)
         if not callable(getattr(module, "get_config", None)):
             raise ConfigFileError(f"{path}: defines no get_config() (a config file returns its ConfigDict from it)")
-        return module.get_config() if arg is None else module.get_config(arg)
+        config = module.get_config() if arg is None else module.get_config(arg)
     except (SyntaxError, ConfigFileError):  # a SyntaxError names its line; a config file it loads names its own
         raise
     except Exception as error:  # noqa: BLE001 - the config file's own code: say where it failed
         raise ConfigFileError(_located(error, path)) from error
+    if not isinstance(config, ml_collections.ConfigDict):
+        fix = "does it end with `return config`?" if config is None else "return ml_collections.ConfigDict(...)"
+        raise ConfigFileError(f"{path}: get_config() returned {type(config).__name__ if config is not None else None}, "
+                              f"not an ml_collections.ConfigDict ({fix})")
+    return config

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from babylm_jax.config.typed import Rule
 from babylm_jax.core.atomic import atomic_write_text
+from babylm_jax.core.jsonl import read_text
 from babylm_jax.tasks.registry import official_tasks
 
 
@@ -72,6 +73,7 @@ class FinetuneOptions:
                 ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
                 ("max_grad_norm", self.max_grad_norm >= 0, "must be >= 0 (0 = no clipping)"),
                 ("head_dropout", 0 <= self.head_dropout < 1, "must be in [0, 1)"),
+                ("seed", 0 <= self.seed < 2**32, "must be in [0, 2**32): a larger one is the same key as a smaller"),
                 ("train_examples", self.train_examples >= 0, "must be >= 0 (0 = the whole split)"),
                 ("rows_multiple", self.rows_multiple >= 1, "must be >= 1"),
                 ("eval_rows", self.eval_rows >= 1, "must be >= 1")]
@@ -150,7 +152,7 @@ def read_config(path: str | pathlib.Path, tasks: tuple[str, ...] = OFFICIAL_TASK
     if not path.is_file():
         raise FileNotFoundError(f"fine-tuning config {path} does not exist")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        config = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid YAML ({error})") from None
     if not isinstance(config, Mapping):

@@ -141,6 +141,7 @@ class TrainConfig:
             ("b2", 0 <= self.b2 < 1, "must be in [0, 1)"),
             ("grad_clip", self.grad_clip > 0, "must be > 0"),
             ("learning_rate", self.learning_rate > 0, "must be > 0"),
+            ("seed", 0 <= self.seed < 2**32, "must be in [0, 2**32): the data order's shuffle takes no other"),
             ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
             ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
             ("rng_impl", self.rng_impl in RNG_IMPLS, f"must be one of {RNG_IMPLS}"),

@@ -5,7 +5,8 @@
 A key the dataclass lacks is refused, every field must be given but an `optional` one, each
 value must have its field's type (ints are taken as floats, lists as tuples), nested groups
 are dataclasses of their own, and a class's `rules()` ((field, holds, what it must be), ...)
-are checked last, in order: the one way a config dataclass says what its values must be. Every
+are checked last, in order: the one way a config dataclass says what its values must be. A float is
+finite (nan and inf are refused by type: no rule needs to name them). Every
 error names the key (`prefix + field`) and what is wrong: `config key K=V: what`, or a rule's
 own wording where its text names the key itself (`one_of`'s `config key K: V is not one of ...`).
 
@@ -16,6 +17,7 @@ config given must still name every key (a missing one is refused), except the ke
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Mapping
@@ -86,6 +88,8 @@ def typed(tp: Any, value: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return build(tp, value, key + ".")
     converted = _convert(tp, value, key)
+    if converted is _NOT and isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"config key {key}={value!r}: must be a finite number")
     if converted is _NOT:
         raise ValueError(f"config key {key}: {value!r} is not of type {_name(tp)}")
     return converted
@@ -118,8 +122,14 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         return value if isinstance(value, bool) else _NOT
     if tp is int:
         return value if isinstance(value, int) and not isinstance(value, bool) else _NOT
-    if tp is float:
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _NOT
+    if tp is float:  # nan and inf are never a setting: a rule's `>` or `<` would let them through
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return _NOT
+        try:
+            number = float(value)
+        except OverflowError:  # an int past float's range
+            return _NOT
+        return number if math.isfinite(number) else _NOT
     if tp is str:
         return value if isinstance(value, str) else _NOT
     return _NOT

@@ -10,12 +10,19 @@ set, even empty, is left as it is; compiling for a TPU topology from this host (
 `use_deterministic_ops()` (config key train.deterministic) appends XLA's deterministic-ops flag to
 XLA_FLAGS, which XLA reads once, when JAX starts its backend: called later it would do nothing, so
 it raises instead.
+
+XLA reads XLA_FLAGS once, and a flag it does not know (or a value it cannot read) ends the process in
+XLA's own fatal line, exit 1, wherever that happens. `check_xla_flags()` lets XLA read them first in a
+subprocess that loads only jaxlib (about 0.3 s, and only where XLA_FLAGS is set) and turns its refusal
+into one line naming the variable; a value checked once is not checked again by this process's children.
 """
 from __future__ import annotations
 
 import glob
 import importlib.util
 import os
+import re
+import subprocess
 import sys
 
 # The device files of the accelerators JAX runs on: TPU (v4, v5e: accel; v5p, v6e: vfio), NVIDIA GPU
@@ -83,9 +90,73 @@ def backend_error(error: BaseException) -> str | None:
             "the backends this host has) or name one it has, e.g. cpu")
 
 
+def out_of_memory(error: BaseException) -> str | None:
+    """The one line for a device that ran out of memory (XLA's RESOURCE_EXHAUSTED or "Out of memory
+    allocating N bytes", at a buffer's allocation or a computation's dispatch), or None for any other error."""
+    text = " ".join(str(error).split())
+    if not isinstance(error, RuntimeError) or not ("RESOURCE_EXHAUSTED" in text or "Out of memory" in text):
+        return None
+    return (f"the device ran out of memory ({text[:200]}): the config asks for more than it holds; lower the model "
+            "size or the batch sizes (model.remat trades compute for memory); `python -m babylm_jax.aot` checks a "
+            "training config's fit without running it")
+
+
 def _raised_in(error: BaseException, module_file: str) -> bool:
     """Whether `error` was raised by code in `module_file` (its traceback's last frame)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_filename.endswith(module_file)
+
+
+# XLA parses XLA_FLAGS when compile options are first built; jaxlib alone does it (older jaxlibs: xla_extension).
+_XLA_FLAGS_PROBE = ("try:\n    import jaxlib._jax as xla\nexcept ImportError:\n    from jaxlib import xla_extension as xla\n"
+                    "xla.CompileOptions()\n")
+_XLA_FLAGS_CHECKED = "BABYLM_XLA_FLAGS_CHECKED"  # the XLA_FLAGS value a parent process checked
+
+
+class XlaFlagsError(ValueError):
+    """An XLA_FLAGS value XLA refuses; the message names the variable, XLA's reason and the fix."""
+
+
+_probe: subprocess.Popen | None = None  # the check started while the command imports
+
+
+def _xla_flags_unchecked() -> bool:
+    flags = os.environ.get("XLA_FLAGS", "")
+    return bool(flags) and os.environ.get(_XLA_FLAGS_CHECKED) != flags and not backend_started()
+
+
+def start_xla_flags_check() -> None:
+    """Starts XLA's reading of XLA_FLAGS in a subprocess, so that it runs while the command imports."""
+    global _probe
+    if _probe is None and _xla_flags_unchecked():
+        try:
+            _probe = subprocess.Popen([sys.executable, "-c", _XLA_FLAGS_PROBE], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True)
+        except OSError:
+            pass  # no verdict: JAX will read the flags itself
+
+
+def check_xla_flags() -> None:
+    """XlaFlagsError where XLA would refuse XLA_FLAGS (and end the command in its own fatal line); nothing
+    to do where XLA_FLAGS is unset or empty, was checked by a parent process, or JAX already started."""
+    global _probe
+    if not _xla_flags_unchecked():
+        return
+    start_xla_flags_check()
+    probe, _probe = _probe, None
+    if probe is None:
+        return
+    try:
+        _, stderr = probe.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        return
+    reasons = re.findall(r"^[EF]\d{4} [^\]]*\] (.*)$", stderr, flags=re.MULTILINE)
+    flags = os.environ["XLA_FLAGS"]
+    if probe.returncode == 0 or not reasons:
+        os.environ[_XLA_FLAGS_CHECKED] = flags
+        return
+    raise XlaFlagsError(f"environment variable XLA_FLAGS={flags!r}: XLA refuses it ({reasons[0].strip()}); remove or "
+                        "correct that flag (XLA's own flags start with --xla_), or unset XLA_FLAGS")

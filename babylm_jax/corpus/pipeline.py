@@ -96,6 +96,10 @@ def build_train_data(run: RunConfig, workdir: str | os.PathLike, *, process_inde
     train_layout = packing.make_layout(tokens, train_ids, seq_len, packing_kind, keep_partial=False)
     if train_layout.num_rows == 0:
         raise ValueError(f"Training corpus too small: fewer than train.seq_len={seq_len} tokens")
+    if batch_size > train_layout.num_rows:  # checked before any batch is built: a huge one would fill the memory
+        raise ValueError(f"train.batch_size={batch_size:,} is more rows than the training corpus holds "
+                         f"({train_layout.num_rows:,} rows of train.seq_len={seq_len} tokens): every batch would "
+                         "repeat the whole corpus; lower train.batch_size or add text")
     builder = packing.BatchBuilder(tokens, train_layout, whole_word)
     dataset = (
         grain.MapDataset.range(train_layout.num_rows)

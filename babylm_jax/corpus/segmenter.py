@@ -35,12 +35,28 @@ def _jieba():
     return jieba
 
 
-def rjieba_available() -> bool:
+class SegmenterLoadError(ImportError):
+    """rjieba is installed but fails to load; the message names it, the error and the ways on."""
+
+
+def load_rjieba():
+    """The rjieba module, or None where it is not installed; SegmenterLoadError where it is there but
+    fails to load (a broken build, a missing shared library: any error, said as what it is)."""
     try:
-        import rjieba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        import rjieba
+    except ModuleNotFoundError as error:
+        if error.name == "rjieba":
+            return None
+        broken = error
+    except Exception as error:  # noqa: BLE001 - a broken install raises anything
+        broken = error
+    else:
+        return rjieba
+    text = " ".join(str(broken).split())
+    raise SegmenterLoadError(
+        f"loading rjieba failed ({type(broken).__name__}: {text}); rjieba only speeds up the word count (the words "
+        "stay jieba.cut's): reinstall it (pip install --force-reinstall rjieba) or uninstall it "
+        "(pip uninstall rjieba; jieba.cut then counts, slower)") from broken
 
 
 class FastJieba:
@@ -48,8 +64,9 @@ class FastJieba:
     `lengths(text)` gives the lengths of those words (what the count and the word starts need)."""
 
     def __init__(self):
-        import rjieba
-
+        rjieba = load_rjieba()
+        if rjieba is None:
+            raise ModuleNotFoundError("FastJieba needs rjieba: pip install rjieba", name="rjieba")
         jieba = _jieba()
         self._route = rjieba.cut
         self._hmm = JiebaHMM()
@@ -211,7 +228,7 @@ def _remember(table: dict, key: str, lengths: list[int]) -> bytes | tuple[int, .
 def make_word_lengths(use_port: bool) -> tuple[Callable[[str], list[int]], str]:
     """(text -> the lengths of the words of `list(jieba.cut(text))`, its name): the faster exact
     segmenter where `use_port` and rjieba is installed, else jieba itself."""
-    if use_port and rjieba_available():
+    if use_port and load_rjieba() is not None:
         return FastJieba().lengths, "jieba 0.42.1's rule, CJK routes by rjieba"
     jieba = _jieba()
     return (lambda text: [len(word) for word in jieba.cut(text)]), "jieba.cut"

@@ -32,8 +32,9 @@ import logging
 import pathlib
 import re
 import zlib
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from babylm_jax.core.jsonl import json_kind
 from babylm_jax.corpus import builtin
 from babylm_jax.corpus.cache_integrity import FileHashes
 from babylm_jax.corpus.walk import SUFFIXES, CorpusError, check_names, directory_files, readable
@@ -221,7 +222,8 @@ def _jsonl_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
             bad(path, number, f"no text field {field!r} (data.text_field)", f"lines without a text field {field!r}")
             continue
         if not isinstance(row[field], str):
-            bad(path, number, f"field {field!r} is not a string", f"lines whose {field!r} is not a string")
+            bad(path, number, f"field {field!r} holds {json_kind(row[field])}, not a string (data.text_field names "
+                "the field of text)", f"lines whose {field!r} is not a string")
             continue
         yield number, row[field]
 
@@ -237,25 +239,52 @@ def _parquet_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterat
     except (pa.ArrowException, OSError) as error:
         bad(path, 1, f"not a readable parquet file ({' '.join(str(error).split())[:200]})")
         return
-    _check_column(path, "parquet", field, parquet.schema_arrow.names)
+    decode = _column_reader(path, "parquet", field, parquet.schema_arrow, bad)
+    if decode is None:
+        return
     batches = parquet.iter_batches(columns=[field], batch_size=4096)
     try:
-        yield from _column_rows(path, field, (batch.column(0).to_pylist() for batch in batches), bad)
+        yield from _column_rows(path, field, (batch.column(0).to_pylist() for batch in batches), decode, bad)
     except (pa.ArrowException, OSError) as error:
         bad(path, 1, f"the parquet file is damaged ({' '.join(str(error).split())[:200]}); the rest is unreadable")
 
 
-def _check_column(path: pathlib.Path, kind: str, field: str, names: list[str]) -> None:
-    if field not in names:
-        raise CorpusError(f"{path}: {kind} file has no column {field!r} (data.text_field); columns: {names}")
+def _column_reader(path: pathlib.Path, kind: str, field: str, schema, bad: _BadLines):
+    """How to read a value of the text column (None where the file has no text there, said as one bad line):
+    a string column as it is, a column of bytes as UTF-8 text (said once); any other type is refused by name."""
+    import pyarrow as pa
+
+    if field not in schema.names:
+        raise CorpusError(f"{path}: {kind} file has no column {field!r} (data.text_field); columns: {schema.names}")
+    column = schema.field(field).type
+    if pa.types.is_dictionary(column):
+        column = column.value_type
+    if pa.types.is_string(column) or pa.types.is_large_string(column) or pa.types.is_null(column) or \
+            str(column) == "string_view":
+        return lambda value: value
+    if pa.types.is_binary(column) or pa.types.is_large_binary(column) or str(column) == "binary_view":
+        logging.warning("%s: %s column %r holds bytes (%s), read as UTF-8 text", path, kind, field, column)
+        return lambda value: value if value is None else value.decode("utf-8")
+    types = ", ".join(f"{name}: {schema.field(name).type}" for name in schema.names)
+    bad(path, 1, f"{kind} column {field!r} holds {column} values, not text; data.text_field names the column of "
+        f"text (columns: {types})")
+    return None
 
 
-def _column_rows(path: pathlib.Path, field: str, columns: Iterable[list], bad: _BadLines) -> Iterator[tuple[int, str]]:
-    """(row number, text) of a table's text column, given a batch of rows at a time; a missing value is a bad line."""
+def _column_rows(path: pathlib.Path, field: str, columns: Iterable[list], decode: Callable[[object], str | None],
+                 bad: _BadLines) -> Iterator[tuple[int, str]]:
+    """(row number, text) of a table's text column, given a batch of rows at a time and read by `decode`; a
+    missing value, or bytes that are not UTF-8, is a bad line."""
     number = 0
     for values in columns:
-        for text in values:
+        for value in values:
             number += 1
+            try:
+                text = decode(value)
+            except UnicodeDecodeError as e:
+                bad(path, number, f"undecodable bytes at byte {e.start} ({e.reason}){_encoding_hint(value)}",
+                    "rows that are not UTF-8")
+                continue
             if text is None:
                 bad(path, number, f"row has no {field!r} value", f"rows without a {field!r} value")
                 continue
@@ -280,9 +309,11 @@ def _arrow_documents(path: pathlib.Path, field: str, bad: _BadLines) -> Iterator
             schema = file_reader.schema
         else:
             batches, schema = iter(reader), reader.schema
-        _check_column(path, "arrow", field, schema.names)
+        decode = _column_reader(path, "arrow", field, schema, bad)
+        if decode is None:
+            return
         index = schema.get_field_index(field)
-        yield from _column_rows(path, field, (batch.column(index).to_pylist() for batch in batches), bad)
+        yield from _column_rows(path, field, (batch.column(index).to_pylist() for batch in batches), decode, bad)
 
 
 def _file_documents(path: pathlib.Path, data_config: DataConfig, bad: _BadLines) -> Iterator[tuple[int, str]]:

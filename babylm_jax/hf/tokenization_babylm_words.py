@@ -44,6 +44,21 @@ def _import_jieba():
     return jieba
 
 
+def _read_pieces(vocab_file: Optional[str]) -> list[str]:
+    """Every piece of `vocab_file` (vocab.json) in id order; an error naming the file where it is missing or
+    damaged (a half-copied or edited export), instead of the JSON reader's line that names none."""
+    if vocab_file is None:  # a ValueError: transformers words an OSError here as its own, naming no file
+        raise ValueError(f"BabyLMWordTokenizer: no {VOCAB_FILE} beside tokenizer_config.json; export the model again")
+    try:
+        with open(vocab_file, encoding="utf-8") as f:
+            pieces = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{vocab_file}: damaged ({type(error).__name__}: {error}); export the model again") from None
+    if not isinstance(pieces, list) or not all(isinstance(piece, str) for piece in pieces):
+        raise ValueError(f"{vocab_file}: not a JSON list of the pieces in id order; export the model again")
+    return pieces
+
+
 class BabyLMWordTokenizer(PreTrainedTokenizer):
     """jieba words whole where the vocabulary holds them, else their longest known pieces (see the module)."""
 
@@ -53,9 +68,13 @@ class BabyLMWordTokenizer(PreTrainedTokenizer):
     def __init__(self, vocab_file: str, byte_fallback: bool = True, frame_opener: str = "<s>",
                  frame_closer: str = "</s>", **kwargs):
         self._jieba = _import_jieba()
-        with open(vocab_file, encoding="utf-8") as f:
-            self._pieces = list(json.load(f))
+        self._pieces = _read_pieces(vocab_file)
         self._ids = {piece: i for i, piece in enumerate(self._pieces)}
+        unknown = [str(piece) for piece in (kwargs.get("unk_token", "<unk>"), frame_opener, frame_closer)
+                   if str(piece) not in self._ids]
+        if unknown:
+            raise ValueError(f"{vocab_file}: lacks the special pieces {unknown} that tokenizer_config.json names; "
+                             "the export is damaged or mixed: export the model again")
         self.byte_fallback = bool(byte_fallback)
         first_piece = _NUM_SPECIAL + (_BYTE_PIECES if self.byte_fallback else 0)
         self._word_ids = {piece: i for i, piece in enumerate(self._pieces) if i >= first_piece}

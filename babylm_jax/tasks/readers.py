@@ -23,7 +23,7 @@ import dataclasses
 import pathlib
 from typing import Any, Callable, Iterator
 
-from babylm_jax.core.jsonl import read_json, read_jsonl
+from babylm_jax.core.jsonl import read_json, read_jsonl, text_field
 from babylm_jax.tasks.formats import (C3_QUESTION_FIELDS, PAIR_FORMATS, PREPARED_UNLABELLED, PREPARED_WSC_SPANS,
                                       WSC_TARGET, FileFormat)
 from babylm_jax.tasks.registry import TaskSpec
@@ -75,19 +75,19 @@ def _label(row: dict, spec: TaskSpec, prepared: bool, where: str) -> int | None:
 
 
 def _segments(row: dict, spec: TaskSpec, prepared: bool, where: str) -> tuple[str, ...]:
-    return tuple(str(_field(row, key, where)) for key in spec.finetune.fields.texts)
+    return tuple(text_field(row, key, where) for key in spec.finetune.fields.texts)
 
 
 def _wsc_segments(row: dict, spec: TaskSpec, prepared: bool, where: str) -> tuple[str, ...]:
     """The question whether the pronoun (span 2) means span 1, then the row's texts."""
     if prepared:
-        span1, span2 = (_field(row, key, where) for key in PREPARED_WSC_SPANS)
+        span1, span2 = (text_field(row, key, where) for key in PREPARED_WSC_SPANS)
     else:
         target_key, span1_key, span2_key = WSC_TARGET
         target = _field(row, target_key, where)
         if not isinstance(target, dict):
             raise ValueError(f"{where}: field {target_key!r} must be an object")
-        span1, span2 = (_field(target, key, f"{where} {target_key}") for key in (span1_key, span2_key))
+        span1, span2 = (text_field(target, key, f"{where} {target_key}") for key in (span1_key, span2_key))
     return (WSC_QUESTION.format(span2=span2, span1=span1), *_segments(row, spec, prepared, where))
 
 
@@ -125,7 +125,9 @@ def _c3_examples(path: pathlib.Path, spec: TaskSpec, prepared: bool) -> tuple[li
             raise ValueError(f"{where}: expected [[paragraph, ...], [question, ...], id]")
         if len(document) > 2:
             where = f"{path} item {index} (id {document[2]!r})"
-        passage = "\n".join(str(p) for p in document[0])
+        if not isinstance(document[0], list) or not all(isinstance(p, str) for p in document[0]):
+            raise ValueError(f"{where}: its paragraphs must be a list of strings")
+        passage = "\n".join(document[0])
         examples += [_c3_question(passage, question, f"{where} question {q}") for q, question in enumerate(document[1])]
     return examples, 0
 
@@ -138,14 +140,14 @@ def _c3_question(passage: str, question: dict, where: str) -> Example:
         raise ValueError(f"{where}: needs at least 2 choices, got {options}")
     if answer not in options:
         raise ValueError(f"{where}: answer {answer!r} is not among its choices {options}")
-    text = str(_field(question, question_key, where))
+    text = text_field(question, question_key, where)
     return Example(tuple((passage, text, option) for option in options), options.index(answer))
 
 
 def _c3_texts(path: pathlib.Path, spec: TaskSpec) -> Iterator[str]:
     """The passages' paragraphs."""
     for document in read_json(path, C3_FIX):
-        yield from document[0]
+        yield from (p for p in document[0] if isinstance(p, str))
 
 
 READERS: dict[FileFormat, Reader] = {  # FinetuneSpec.reader -> the reader of that format

@@ -57,7 +57,12 @@ def select_characters(lexicon: Lexicon, characters: str | None, from_workdir: st
             path = pathlib.Path(spec)
             if not path.is_file():
                 raise FactsError(f"--characters: {spec!r} is neither a number nor a file of characters")
-            ranked = list(dict.fromkeys(c for c in path.read_text(encoding="utf-8") if not c.isspace()))
+            try:
+                text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is the encoding's, not a character
+            except UnicodeDecodeError as error:
+                raise FactsError(f"--characters {spec}: not UTF-8 text (byte {error.start}: {error.reason}); save it as "
+                                 "UTF-8, e.g. iconv -f GBK -t UTF-8") from None
+            ranked = list(dict.fromkeys(c for c in text if not c.isspace()))
     infos = [i for i in map(lexicon.info, ranked) if i is not None]
     if characters and characters.isdigit() and not from_workdir:
         infos = infos[: int(characters)]

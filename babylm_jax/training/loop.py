@@ -44,6 +44,9 @@ def train_and_evaluate(config: RunConfig, workdir: str, stop_at_step: int | None
     SIGTERM, SIGINT or SIGHUP ends it the same way after the current step (`preemption`), raising
     `preemption.Stopped` once the checkpoint is written.
     """
+    if not isinstance(config, RunConfig):  # a notebook's ConfigDict: said before any attribute is missed
+        raise TypeError(f"train_and_evaluate takes a RunConfig, not a {type(config).__name__}: pass "
+                        "RunConfig.from_config(config) (it checks every key as the train command does)")
     if config.train.deterministic:
         platforms.use_deterministic_ops()  # where the train command has not: refused on a GPU already started
     maybe_initialize_distributed(config.distributed)

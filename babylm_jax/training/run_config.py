@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from typing import Any
 
@@ -66,7 +67,12 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
         if not isinstance(saved, dict):
             raise ValueError(f"{path}: expected a JSON object (the run's config); restore it or delete it")
         return saved, path
-    for step, root in sorted(checkpoint_steps(checkpoints_at or workdir).items(), reverse=True):
+    return _checkpoint_config(checkpoints_at or workdir)
+
+
+def _checkpoint_config(checkpoints_at: str) -> tuple[dict, str] | None:
+    """The copy of the run's config the newest readable checkpoint in `checkpoints_at` holds, and its file."""
+    for step, root in sorted(checkpoint_steps(checkpoints_at).items(), reverse=True):
         meta_path = epath.Path(root) / str(step) / "meta" / "metadata"
         try:
             saved = json.loads(meta_path.read_text()).get("config")
@@ -75,6 +81,20 @@ def _saved_config(workdir: str, checkpoints_at: str | None = None) -> tuple[dict
         if isinstance(saved, dict):
             return saved, str(meta_path)
     return None
+
+
+def _check_model_keys(saved: dict, path: str, workdir: str) -> None:
+    """ValueError where config.json (`saved`, at `path`) gives the model other settings than the copy its
+    checkpoints hold (a config.json edited by hand, or copied from another run), naming the first key."""
+    copy = _checkpoint_config(workdir)
+    if copy is None or not isinstance(saved.get("model"), dict):
+        return
+    kept, new = _flatten(copy[0].get("model") or {}, "model."), _flatten(saved["model"], "model.")
+    changed = sorted(key for key in kept.keys() & new.keys() if kept[key] != new[key])
+    if changed:
+        key = changed[0]
+        raise ValueError(f"{path}: {key}={new[key]!r}, but the checkpoints were trained with {key}={kept[key]!r} "
+                         f"({copy[1]}); restore config.json, or delete it to use the checkpoints' copy")
 
 
 def _changed_keys(workdir: str, run: RunConfig, checkpoints_at: str | None) -> tuple[dict[str, tuple], str]:
@@ -165,11 +185,21 @@ def write_run_config(workdir: str, run: RunConfig) -> None:
 
 
 def load_run_config(workdir: str) -> RunConfig:
-    """The run's config.json, typed; ValueError names the file and the bad key."""
+    """The run's config.json, typed; ValueError names the file and the bad key. A run copied without its
+    config.json takes the copy its newest checkpoint holds, and says so."""
     path = os.path.join(workdir, rundir.CONFIG)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory")
-    saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+        found = _saved_config(workdir)
+        if found is None:
+            raise FileNotFoundError(f"{path} not found: {workdir} is not a babylm_jax run directory (or one copied "
+                                    "without its config.json and checkpoints)")
+        saved, path = found
+        logging.warning("%s not found: using the run's config as its checkpoint saved it (%s)",
+                        os.path.join(workdir, rundir.CONFIG), path)
+    else:
+        saved = read_json(path, "restore the run's config.json (train writes it at the start)")
+        if isinstance(saved, dict):
+            _check_model_keys(saved, path, workdir)
     if not isinstance(saved, dict):
         raise ValueError(f"{path}: expected a JSON object (the run's config); restore the run's config.json")
     try:

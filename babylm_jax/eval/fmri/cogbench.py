@@ -34,6 +34,7 @@ import h5py
 import numpy as np
 import scipy.io
 
+from babylm_jax.core.jsonl import read_text
 from babylm_jax.tasks.formats import COGBENCH_ROIS
 
 _STORY = re.compile(r"^story_(\d+)\.txt$")
@@ -82,7 +83,7 @@ def read_words(root: pathlib.Path, split: str) -> list[str]:
     path = pathlib.Path(root) / split / "word" / "word.txt"
     if not path.is_file():
         raise FileNotFoundError(f"missing word list {path}")
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
 
 
 def word_subjects(root: pathlib.Path, split: str) -> list[str]:
@@ -120,7 +121,7 @@ def story_ids(root: pathlib.Path, split: str) -> list[int]:
 def read_story(root: pathlib.Path, split: str, story_id: int) -> list[list[str]]:
     """The story's sentences, each a list of words (blank lines skipped)."""
     path = pathlib.Path(root) / split / "story" / f"story_{story_id}.txt"
-    return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.split()]
+    return [line.split() for line in read_text(path).splitlines() if line.split()]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ mean over UIDs of the per-UID accuracy (macro average).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pathlib
 import weakref
 from typing import Any, Sequence
@@ -15,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from babylm_jax.core.families import Scoring, family_spec
-from babylm_jax.core.jsonl import read_jsonl
+from babylm_jax.core.jsonl import read_jsonl, text_field
 from babylm_jax.tasks.formats import PAIR_FORMATS, pair_fields
 from babylm_jax.corpus.tokenizer import Tokenizer
 from babylm_jax.eval.zero_shot import scoring
@@ -45,6 +46,7 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
         raise ValueError(f"unknown minimal-pair format {format_name!r}; known: {sorted(PAIR_FORMATS)}")
     pairs: list[Pair] = []
     for path in files:
+        before = len(pairs)
         for line_number, row in read_jsonl(path):
             if limit is not None and len(pairs) >= limit:
                 return pairs
@@ -54,9 +56,7 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
                 if needed is not None and needed not in row:
                     raise ValueError(f"{where}: missing field {needed!r}")
             for needed in (fields.good, fields.bad):
-                if not isinstance(row[needed], str):
-                    raise ValueError(f"{where}: field {needed!r} must be a string")
-                if not row[needed].strip():
+                if not text_field(row, needed, where).strip():
                     raise ValueError(f"{where}: field {needed!r} is empty; a minimal pair needs two sentences")
             if row[fields.good] == row[fields.bad]:
                 raise ValueError(f"{where}: fields {fields.good!r} and {fields.bad!r} hold the same sentence "
@@ -64,7 +64,26 @@ def read_pairs(files: Sequence[pathlib.Path], format_name: str, limit: int | Non
             uid = str(row[fields.uid]) if fields.uid else path.stem
             phenomenon = str(row[fields.phenomenon]) if fields.phenomenon else uid
             pairs.append(Pair(row[fields.good], row[fields.bad], uid, phenomenon, where))
+        if len(pairs) == before:
+            logging.warning("%s holds no minimal pairs (an empty file?): it adds nothing to the score", path)
+    _say_repeats(pairs)
     return pairs
+
+
+def _say_repeats(pairs: Sequence[Pair]) -> None:
+    """One warning where the same pair (UID and both sentences) is read more than once: each copy counts, as
+    in the official pipeline, so a file copied twice into the data weighs its items twice."""
+    first: dict[tuple[str, str, str], str] = {}
+    repeats = []
+    for pair in pairs:
+        key = (pair.uid, pair.good, pair.bad)
+        if key in first:
+            repeats.append((first[key], pair.source))
+        else:
+            first[key] = pair.source
+    if repeats:
+        logging.warning("%d minimal pairs are read more than once (first: %s again at %s); each copy counts, as in "
+                        "the official pipeline", len(repeats), *repeats[0])
 
 
 def pair_accuracy(
