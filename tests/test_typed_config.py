@@ -189,7 +189,8 @@ def test_default_config_holds_every_key_at_its_field_default_and_base_py_overrid
                                                                     "--config.data.leakage.ngram=9"]))
     assert (run.train.num_steps, run.data.leakage.ngram) == (7, 9)
     # only the optional fields' defaults stand in for a key a saved config lacks
-    assert set(defaults(RunConfig)) == {k for k in keys if k.startswith("model.") or k.startswith("train.aux_heads.")} | {
+    optional_sections = ("model.", "train.aux_heads.", "data.hanzi_facts.")
+    assert set(defaults(RunConfig)) == {k for k in keys if k.startswith(optional_sections)} | {
         "train.deterministic", "train.loss_logits_dtype", "train.rng_impl"}
 
 
