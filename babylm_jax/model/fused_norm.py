@@ -60,8 +60,11 @@ def _forward_kernel(*refs, has_add, rms, eps, chunk):
     mean_ref[...], rstd_ref[...] = mean, rstd
 
 
-def _backward_kernel(y_ref, g_ref, gy_ref, scale_ref, mean_ref, rstd_ref, gx_ref, gscale_ref, gbias_ref, *,
-                     chunk, has_stream_grad, rms):
+def _backward_kernel(*refs, chunk, has_add, rms):
+    if has_add:  # the stream's gradient comes in, and the sublayer's (the same, in its dtype) goes out too
+        y_ref, g_ref, gy_ref, scale_ref, mean_ref, rstd_ref, gx_ref, gh_ref, gscale_ref, gbias_ref = refs
+    else:
+        y_ref, g_ref, scale_ref, mean_ref, rstd_ref, gx_ref, gscale_ref, gbias_ref = refs
     width = y_ref.shape[1]
     mean, rstd = mean_ref[...], rstd_ref[...]
     a, b = jnp.zeros_like(mean), jnp.zeros_like(mean)  # row sums of dxhat and dxhat * xhat
@@ -79,7 +82,10 @@ def _backward_kernel(y_ref, g_ref, gy_ref, scale_ref, mean_ref, rstd_ref, gx_ref
         xhat = (y_ref[:, cols] - mean[:, None]) * rstd[:, None]
         dxhat = g_ref[:, cols].astype(jnp.float32) * scale_ref[cols]
         gx = rstd[:, None] * (dxhat - a[:, None] - xhat * b[:, None])
-        gx_ref[:, cols] = gx + gy_ref[:, cols] if has_stream_grad else gx
+        if has_add:
+            gx = gx + gy_ref[:, cols]
+            gh_ref[:, cols] = gx.astype(gh_ref.dtype)
+        gx_ref[:, cols] = gx
 
 
 def _specs(width, n_row_arrays, n_vectors):
@@ -104,22 +110,24 @@ def _forward(x, h, scale, bias, rms, eps, out_dtype, interpret):
     )(*operands)
 
 
-def _backward(y, g, gy, scale, mean, rstd, rms, interpret):
+def _backward(y, g, gy, h_dtype, scale, mean, rstd, rms, interpret):
+    """(grad of the stream, [grad of the sublayer output when `gy` is given], scale and bias partial sums)."""
     n, width = y.shape
     blocks = n // ROWS
     stat_spec = pl.BlockSpec((ROWS,), lambda i: (i,))
     partial_spec = pl.BlockSpec((1, width), lambda i: (i, 0))
-    has_stream_grad = gy is not None
-    operands = (y, g, gy if has_stream_grad else g, scale, mean, rstd)
+    has_add = gy is not None
+    rows = (y, g, gy) if has_add else (y, g)
+    grads = [jax.ShapeDtypeStruct((n, width), jnp.float32)] + (
+        [jax.ShapeDtypeStruct((n, width), h_dtype)] if has_add else [])
     return pl.pallas_call(
-        functools.partial(_backward_kernel, chunk=_chunk(width), has_stream_grad=has_stream_grad, rms=rms),
-        grid=(blocks,), in_specs=_specs(width, 3, 1) + [stat_spec] * 2,
-        out_specs=[_specs(width, 1, 0)[0], partial_spec, partial_spec],
-        out_shape=[jax.ShapeDtypeStruct((n, width), jnp.float32)]
-        + [jax.ShapeDtypeStruct((blocks, width), jnp.float32)] * 2,
+        functools.partial(_backward_kernel, chunk=_chunk(width), has_add=has_add, rms=rms),
+        grid=(blocks,), in_specs=_specs(width, len(rows), 1) + [stat_spec] * 2,
+        out_specs=_specs(width, len(grads), 0) + [partial_spec] * 2,
+        out_shape=grads + [jax.ShapeDtypeStruct((blocks, width), jnp.float32)] * 2,
         interpret=interpret, name="fused_norm_grad",
         compiler_params=pl_triton.CompilerParams(num_warps=4, num_stages=1),
-    )(*operands)
+    )(*rows, scale, mean, rstd)
 
 
 def _rows(a, pad):
@@ -153,13 +161,15 @@ def _add_norm_bwd(rms, eps, out_dtype, interpret, residuals, cotangents):
     shape, width = g_normed.shape, g_normed.shape[-1]
     n = g_normed.size // width
     pad = y.shape[0] - n
-    g_rows = _rows(g_normed, pad)
-    gy_rows = _rows(g_stream.astype(jnp.float32), pad)
-    grad, gscale, gbias = _backward(y, g_rows, gy_rows, scale.astype(jnp.float32), mean, rstd, rms, interpret)
-    grad = grad[:n].reshape(shape)
-    grad_h = None if h is None else grad.astype(h.dtype)
+    gy_rows = None if h is None else _rows(g_stream.astype(jnp.float32), pad)
+    *grads, gscale, gbias = _backward(y, _rows(g_normed, pad), gy_rows, None if h is None else h.dtype,
+                                      scale.astype(jnp.float32), mean, rstd, rms, interpret)
+    grad_x = grads[0][:n].reshape(shape).astype(g_stream.dtype)
+    if h is None:  # the output x is x itself: its gradient adds here (XLA drops the zeros of an unused output)
+        grad_x = grad_x + g_stream
+    grad_h = None if h is None else grads[1][:n].reshape(shape)
     grad_bias = jnp.zeros_like(bias) if rms else jnp.sum(gbias, axis=0).astype(bias.dtype)
-    return grad.astype(g_stream.dtype), grad_h, jnp.sum(gscale, axis=0).astype(scale.dtype), grad_bias
+    return grad_x, grad_h, jnp.sum(gscale, axis=0).astype(scale.dtype), grad_bias
 
 
 add_norm.defvjp(_add_norm_fwd, _add_norm_bwd)
