@@ -30,7 +30,7 @@ vocabulary's logits its largest costs. Bit-exact GPU runs: `train.deterministic=
 
 Fused kernels (docs/accelerators.md, "Fused kernels"): the loss over the 32k vocabulary never writes
 its logits (`train.loss_kernel="pallas"`) and each block's residual add, norm and cast are one pass
-(`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at 18.6 ms
+(`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at 18.3 ms
 against 22.5 without them, MFU 0.30 against 0.25 (experiments/README.md, "Fused kernels"). On a CPU
 the kernels run in interpret mode, slowly: `--config.train.loss_kernel=xla --config.model.norm_kernel=xla`.
 """

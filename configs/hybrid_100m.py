@@ -28,7 +28,7 @@ remat, threefry's hash and float32 logits, within an 80 GB H100.
 
 Fused kernels (docs/accelerators.md, "Fused kernels"): each block's residual add, norm and cast are
 one pass (`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at
-~248 ms against 257 without it, MFU 0.36 against 0.35, and 6 GiB less memory; the fused loss does not
+246 ms against 257 without it, MFU 0.36 against 0.35, and 6 GiB less memory; the fused loss does not
 pay at d 768 (five matmuls where XLA's chunks run three: 269 ms), so the loss stays "xla"
 (experiments/README.md, "Fused kernels"). On a CPU: `--config.model.norm_kernel=xla`.
 """
