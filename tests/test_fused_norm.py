@@ -58,7 +58,8 @@ def test_a_model_with_fused_norms_trains_like_the_xla_one(family, norm, dropout)
     params = nn.meta.unbox(xla.init(jax.random.key(0), tokens))
     fused_params = nn.meta.unbox(fused.init(jax.random.key(0), tokens))
     assert jax.tree.structure(params) == jax.tree.structure(fused_params)  # checkpoints interchange
-    batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": jnp.broadcast_to(jnp.arange(16), (2, 16))}
+    positions = jnp.broadcast_to(jnp.arange(16), (2, 16))
+    batch = {"tokens": tokens, "segment_ids": jnp.ones_like(tokens), "positions": positions}
     settings = objectives.LossSettings(masking=objectives.MaskingConfig(4, 40, (0, 1, 2, 3, 4)), max_mask_rate=0.3,
                                        hybrid_causal_share=0.5, deterministic=dropout == 0.0)
 

@@ -89,8 +89,9 @@ def step_platform(platform: str | None = None) -> str:
 def loss_settings(config: RunConfig, masking: MaskingConfig, platform: str | None = None,
                   groups: int | None = None) -> LossSettings:
     """The train step's loss settings: `config.train`'s, loss chunks for `platform` (`loss.loss_chunk`;
-    default: this backend; "pallas" kernels in interpret mode on a CPU, refused on a TPU), `groups` row groups (default: the mesh's), dropout where model.dropout asks
-    for it, the sum where train.grad_accum_steps accumulates."""
+    default: this backend; "pallas" kernels in interpret mode on a CPU, refused on a TPU), `groups` row
+    groups (default: the mesh's), dropout where model.dropout asks for it, the sum where
+    train.grad_accum_steps accumulates."""
     train = config.train
     platform = step_platform(platform)
     if train.loss_kernel == "pallas" and platform == "tpu":

@@ -56,6 +56,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # the recipes had then: the calibration compiles these, whatever the recipes say now.
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
 XLA_KERNELS = {"train.loss_kernel": "xla", "model.norm_kernel": "xla"}
+PALLAS_KERNELS = {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"}
 AS_MEASURED = {
     "hybrid_100m": {"model.scan_layers": True, "model.remat": "dots_no_batch", "train.rng_impl": "threefry2x32",
                     "train.loss_logits_dtype": "float32", **XLA_KERNELS},
@@ -80,8 +81,8 @@ LEVERS = {
         "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
         "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
         "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=pallas, norm_kernel=pallas": {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=xla, norm_kernel=xla": {"train.loss_kernel": "xla", "model.norm_kernel": "xla"},
+        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
+        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
     },
     "causal_14m": {
         "loss_logits=bfloat16": {"train.loss_logits_dtype": "bfloat16"},
@@ -92,15 +93,15 @@ LEVERS = {
         "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
         "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
         "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=pallas, norm_kernel=pallas": {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=xla, norm_kernel=xla": {"train.loss_kernel": "xla", "model.norm_kernel": "xla"},
+        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
+        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
         "deterministic, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
         "deterministic, recipe, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
     },
 }
-CUSTOM_CALLS_NOTE = ("custom calls (cuDNN attention, Pallas/Triton kernels): their insides are not seen; each is costed "
-                     "at the slowest of its known matmul FLOPs and the bytes of its operands and results (read and "
-                     "written once) at the fitted efficiency: a floor, not a measurement")
+CUSTOM_CALLS_NOTE = ("custom calls (cuDNN attention, Pallas/Triton kernels): their insides are not seen; each is "
+                     "costed at the slowest of its known matmul FLOPs and the bytes of its operands and results "
+                     "(read and written once) at the fitted efficiency: a floor, not a measurement")
 
 
 @dataclasses.dataclass
