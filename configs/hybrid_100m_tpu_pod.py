@@ -38,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.update(batch_size=1024, num_steps=2500, warmup_steps=40, grad_accum_steps=2,
                         log_every_steps=25, eval_every_steps=250)
     # the pod's layout (see above), not hybrid_100m.py's H200 one
-    config.model.update(scan_layers=True, remat="dots_no_batch")
+    config.model.update(scan_layers=True, remat="dots_no_batch", norm_kernel="xla")  # Pallas' Triton kernels: GPU only
     config.train.update(rng_impl="threefry2x32", loss_logits_dtype="float32")
     config.checkpoint.every_steps = 250
     return config

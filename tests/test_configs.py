@@ -92,6 +92,11 @@ def test_recipe_specifics(states):
     causal, mlm = states["causal_14m"][2].config, states["mlm_14m"][2].config
     assert (causal.family, mlm.family) == ("causal", "mlm")
     assert (causal.num_layers, causal.num_heads) == (6, 4)
+    # the fused kernels where the GPU step anatomy predicts a gain: both for causal_14m, the norm for hybrid_100m
+    kernels = {name: (states[name][0].train.loss_kernel, states[name][0].model.norm_kernel)
+               for name in ("causal_14m", "mlm_14m", "hybrid_100m", "hybrid_100m_tpu_pod")}
+    assert kernels == {"causal_14m": ("pallas", "pallas"), "mlm_14m": ("xla", "xla"), "hybrid_100m": ("xla", "pallas"),
+                       "hybrid_100m_tpu_pod": ("xla", "xla")}
 
     config, _, model = states["hybrid_100m"]
     c = model.config
@@ -108,7 +113,8 @@ def test_recipe_specifics(states):
 
     pod, _, pod_model = states["hybrid_100m_tpu_pod"]
     # the same model; only the layout the GPU step anatomy chose differs (the pod scans and remats)
-    assert pod_model.config == dataclasses.replace(c, scan_layers=True, remat="dots_no_batch")
+    # and the XLA norms: the fused ones are Triton kernels, for GPUs
+    assert pod_model.config == dataclasses.replace(c, scan_layers=True, remat="dots_no_batch", norm_kernel="xla")
     assert pod.distributed.initialize and pod.mesh.fsdp > 1
     assert pod.train.batch_size > t.batch_size
 

@@ -114,3 +114,24 @@ def test_a_compiled_step_s_matmul_flops_match_the_model_flops(tmp_path):
     whole_square = metrics.train_flops_per_token(step.model.config, 128, causal_share=0.0) * 8 * 128
     assert counted == pytest.approx(whole_square, rel=0.03)
     assert counted > aot_report.step_tflops(config, step.model, 128) * 1e12 * 1.05  # the causal half is counted
+
+
+PALLAS_MODULE = """HloModule m, is_scheduled=true
+
+ENTRY %main (x: bf16[128,256], e: bf16[1024,256], t: s32[128]) -> (f32[128], f32[128]) {
+  %x.1 = bf16[128,256]{1,0} parameter(0)
+  %e.1 = bf16[1024,256]{1,0} parameter(1)
+  %t.1 = s32[128]{0} parameter(2)
+  ROOT %pallas_call.3 = (f32[128]{0}, f32[128]{0}) custom-call(%x.1, %e.1, %t.1), custom_call_target="__gpu$xla.gpu.triton", metadata={op_name="jit(<lambda>)/fused_ce_lse/pallas_call"}, backend_config={debug = false, grid_x = 1 : i32, ir = "ML\\EFR\\0D", name = "NAME", num_stages = 2 : i32}
+}
+"""
+
+
+@pytest.mark.parametrize("name, matmuls", [("fused_ce_lse", 1), ("fused_add_norm", 0)])
+def test_a_pallas_call_costs_its_known_matmuls_or_at_least_its_bytes(name, matmuls):
+    [kernel] = step_anatomy.step_kernels(parse_module(PALLAS_MODULE.replace("NAME", name)))
+    assert kernel.kind == "custom call"
+    assert kernel.matmul_flops == matmuls * 2 * 128 * 1024 * 256
+    assert kernel.bytes == (128 * 256 + 1024 * 256) * 2 + 128 * 4 + 2 * 128 * 4  # operands and results, once
+    gpu = step_anatomy.H200
+    assert kernel.seconds(gpu) >= kernel.bytes / gpu.bandwidth

@@ -19,6 +19,7 @@ DTYPES = ("float32", "bfloat16")  # model.dtype: the compute dtype (params stay 
 NORMS = ("rmsnorm", "layernorm")  # model.norm
 MLPS = ("swiglu", "gelu")  # model.mlp
 EMBEDDING_GRADS = ("scatter", "one_hot")  # model.embedding_grad: model.layers.embed_tokens
+NORM_KERNELS = ("xla", "pallas")  # model.norm_kernel: model.layers.make_norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,9 @@ class ModelConfig:
     # the token embedding's gradient: "scatter" (a scatter-add), or "one_hot" (matmuls of one-hot tokens: the fast
     # one under XLA's deterministic GPU ops, train.deterministic, which turn a scatter-add into a sort)
     embedding_grad: str = optional("scatter")
+    # the norms: "xla", or "pallas" (model.fused_norm: the residual add, the norm and the cast in one pass, forward
+    # and backward; Triton on GPU, interpret mode on CPU (resolved by training.state.build_model), not on TPU)
+    norm_kernel: str = optional("xla")
 
     @classmethod
     def from_config(cls, model_config: Any) -> "ModelConfig":
@@ -68,6 +72,7 @@ class ModelConfig:
                  "head width d_model/num_heads must be an even integer"),
                 one_of(self, "norm", NORMS), one_of(self, "mlp", MLPS),
                 one_of(self, "embedding_grad", EMBEDDING_GRADS), one_of(self, "remat", REMATS),
+                one_of(self, "norm_kernel", NORM_KERNELS),
                 ("dtype", self.dtype in DTYPES, dtype_text),
                 ("residual_dtype", self.residual_dtype in DTYPES, dtype_text),
                 ("residual_dtype", self.residual_dtype != "bfloat16" or self.dtype == "bfloat16",

@@ -16,6 +16,7 @@ SCHEDULES = ("cosine", "wsd")  # train.schedule
 OPTIMIZERS = ("adamw", "lamb")  # train.optimizer
 RNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")  # train.rng_impl: jax.random's implementations
 LOGITS_DTYPES = ("float32", "bfloat16")  # train.loss_logits_dtype
+LOSS_KERNELS = ("xla", "blockwise", "pallas")  # train.loss_kernel: model.loss.projected_loss
 MESH_TARGETS = ("", "cuda", "tpu")  # mesh.target: "" = any backend
 BATCH_AXES = ("data", "fsdp")  # the mesh's axes (training.sharding): the batch splits over both, params over fsdp
 AUX_HEADS = ("syllable", "tone", "initial", "final", "radical")  # train.aux_heads.<head>: a character's ...
@@ -125,6 +126,10 @@ class TrainConfig:
     # the train step's random bits (dropout, masking): "threefry2x32" (the same bits on every backend) or
     # XLA's RngBitGenerator, "rbg" / "unsafe_rbg" (cheaper on GPUs and TPUs; the bits differ by backend and sharding)
     rng_impl: str = optional("threefry2x32")
+    # the loss over the vocabulary (model.loss): "xla" (row chunks, `loss_chunk`), "blockwise" (vocabulary
+    # blocks in plain XLA) or "pallas" (fused kernels that never write the logits: Triton on GPU, interpret
+    # mode on CPU, not on TPU); the same loss and gradients within bf16 rounding
+    loss_kernel: str = optional("xla")
 
     def rules(self) -> list[Rule]:
         shares = ("decay_share", "hybrid_causal_share")
@@ -146,6 +151,7 @@ class TrainConfig:
             ("schedule", self.schedule in SCHEDULES, f"must be one of {SCHEDULES}"),
             ("rng_impl", self.rng_impl in RNG_IMPLS, f"must be one of {RNG_IMPLS}"),
             ("loss_logits_dtype", self.loss_logits_dtype in LOGITS_DTYPES, f"must be one of {LOGITS_DTYPES}"),
+            ("loss_kernel", self.loss_kernel in LOSS_KERNELS, f"must be one of {LOSS_KERNELS}"),
             *((key, 0 <= getattr(self, key) <= 1, "must be in [0, 1]") for key in shares),
             *((key, 0 <= getattr(self, key) < 1, "must be in [0, 1)") for key in rates),
             ("seq_len_curriculum", all(0 <= share < 1 and length >= 2 for share, length in self.seq_len_curriculum),

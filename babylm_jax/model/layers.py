@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from babylm_jax.model import attention
+from babylm_jax.model.fused_norm import FusedNorm
 
 Dtype = Any
 
@@ -61,8 +62,11 @@ class LayerNorm(nn.Module):
         return (x * scale + bias).astype(self.dtype)
 
 
-def make_norm(kind: str, dtype: Dtype, name: str | None = None) -> nn.Module:
-    """The norm named by `model.norm` ("rmsnorm" or "layernorm")."""
+def make_norm(kind: str, dtype: Dtype, name: str | None = None, kernel: str = "xla") -> nn.Module:
+    """The norm named by `model.norm` ("rmsnorm" or "layernorm"), by `model.norm_kernel`: "xla", or
+    "pallas" / "pallas_interpret" (`fused_norm.FusedNorm`, which also takes the residual add)."""
+    if kernel != "xla" and kind in ("rmsnorm", "layernorm"):
+        return FusedNorm(kind == "rmsnorm", dtype, kernel == "pallas_interpret", name=name)
     if kind == "rmsnorm":
         return RMSNorm(dtype=dtype, name=name)
     if kind == "layernorm":

@@ -1,11 +1,16 @@
-"""The cross-entropy of a model's output projection, and how it is chunked.
+"""The cross-entropy of a model's output projection, and its kernels (`train.loss_kernel`).
 
-    loss_sum = projected_cross_entropy(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk)
+    loss_sum = projected_loss("xla", x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk)
 
-`cross_entropy` is the definition, from full [B, L, V] logits; `projected_cross_entropy` is the
-same sum computed `chunk` rows of `x @ embed.T` at a time (a custom VJP: no [N, V] array is ever
-built), which training and the eval loss use (`objectives.compute_loss`). `loss_chunk` picks the
-rows per chunk for a backend.
+`cross_entropy` is the definition, from full [B, L, V] logits. The kernels compute the same sum
+without an [N, V] array, each a custom VJP, which training and the eval loss use
+(`objectives.compute_loss`):
+- "xla", `projected_cross_entropy`: `chunk` rows of `x @ embed.T` at a time, each chunk's gradient
+  formed in the forward pass (`loss_chunk` picks the rows per chunk for a backend);
+- "blockwise", `blockwise_cross_entropy`: all rows against one block of the vocabulary at a time,
+  the log-sum-exp carried from block to block, each block recomputed in the backward pass (memory
+  bounded by a block; a block's logits still pass through memory);
+- "pallas", `fused_loss.fused_cross_entropy`: kernels that keep each tile of logits on chip.
 """
 from __future__ import annotations
 
@@ -15,8 +20,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from babylm_jax.model.fused_loss import fused_cross_entropy
+
 LOSS_CHUNK = 256  # rows of logits per chunk of the loss on CPU: 256 x a vocabulary of 6,000 in f32 is 6 MB
 ACCELERATOR_CHUNK_BYTES = 256 * 2**20  # on GPU/TPU a chunk's f32 logits fill this much: fewer, larger matmuls
+BLOCKWISE_BYTES = 256 * 2**20  # "blockwise": a vocabulary block's f32 logits of all rows fill at most this much
 
 
 def loss_chunk(platform: str, vocab_size: int, configured: int = 0) -> int:
@@ -140,3 +148,105 @@ def _projected_cross_entropy_bwd(z_loss, chunk, groups, matmul_dtype, logits_dty
 
 
 projected_cross_entropy.defvjp(_projected_cross_entropy_fwd, _projected_cross_entropy_bwd)
+
+
+def vocab_block(rows: int, vocab: int) -> int:
+    """Vocabulary entries per block of "blockwise": a multiple of 8 whose f32 logits of `rows` rows
+    fill at most BLOCKWISE_BYTES, at most the vocabulary (rounded up to 8)."""
+    return max(8, min(BLOCKWISE_BYTES // (4 * max(rows, 1)), -(-vocab // 8) * 8) // 8 * 8)
+
+
+def _vocab_blocks(embed_VxD: jax.Array, block: int) -> jax.Array:
+    """[V, D] -> [V / block, block, D], zero rows padded at the end."""
+    pad = -embed_VxD.shape[0] % block
+    return jnp.pad(embed_VxD, ((0, pad), (0, 0))).reshape(-1, block, embed_VxD.shape[1])
+
+
+def _block_logits(x_NxD, embed_BxD, index, block, vocab, logits_dtype):
+    """A block's float32 logits (stored as `logits_dtype`), padded columns at -inf, and the columns' ids."""
+    logits = jnp.dot(x_NxD, embed_BxD.T, preferred_element_type=jnp.float32).astype(logits_dtype).astype(jnp.float32)
+    cols_B = index * block + jnp.arange(block)
+    return jnp.where(cols_B[None, :] < vocab, logits, -jnp.inf), cols_B
+
+
+def _blockwise_lse(x_NxD, blocks, targets_N, vocab, logits_dtype):
+    """(log-sum-exp, target logit) of every row, carried over the vocabulary's blocks."""
+    n, block = x_NxD.shape[0], blocks.shape[1]
+
+    def body(carry, xs):
+        m_N, s_N, t_N = carry
+        index, embed_BxD = xs
+        logits_NxB, cols_B = _block_logits(x_NxD, embed_BxD, index, block, vocab, logits_dtype)
+        m_new = jnp.maximum(m_N, jnp.max(logits_NxB, axis=1))
+        s_N = s_N * jnp.exp(m_N - m_new) + jnp.sum(jnp.exp(logits_NxB - m_new[:, None]), axis=1)
+        t_N = t_N + jnp.sum(jnp.where(cols_B[None, :] == targets_N[:, None], logits_NxB, 0.0), axis=1)
+        return (m_new, s_N, t_N), None
+
+    init = (jnp.full((n,), -jnp.inf, jnp.float32), jnp.zeros((n,), jnp.float32), jnp.zeros((n,), jnp.float32))
+    (m_N, s_N, t_N), _ = jax.lax.scan(body, init, (jnp.arange(blocks.shape[0]), blocks))
+    return m_N + jnp.log(s_N), t_N
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
+def blockwise_cross_entropy(
+    x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float, block: int,
+    matmul_dtype: Any = jnp.float32, logits_dtype: Any = jnp.float32,
+) -> jax.Array:
+    """`cross_entropy(x @ embed.T, ...)` over `block` vocabulary entries at a time (levanter's blockwise
+    cross-entropy): the forward carries the log-sum-exp from block to block, the backward recomputes
+    each block's logits for its gradient. Matmuls in `matmul_dtype` with float32 accumulation."""
+    return _blockwise_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, block, matmul_dtype, logits_dtype)[0]
+
+
+def _blockwise_fwd(x_NxD, embed_VxD, targets_N, weights_N, z_loss, block, matmul_dtype, logits_dtype):
+    x = x_NxD.astype(matmul_dtype)
+    blocks = _vocab_blocks(embed_VxD.astype(matmul_dtype), block)
+    lse_N, target_N = _blockwise_lse(x, blocks, targets_N, embed_VxD.shape[0], logits_dtype)
+    weights = weights_N.astype(jnp.float32)
+    loss = jnp.sum(weights * (lse_N - target_N + z_loss * jnp.square(lse_N)))
+    return loss, (x_NxD, embed_VxD, targets_N, weights_N, lse_N)
+
+
+def _blockwise_bwd(z_loss, block, matmul_dtype, logits_dtype, residuals, g):
+    x_NxD, embed_VxD, targets_N, weights_N, lse_N = residuals
+    x = x_NxD.astype(matmul_dtype)
+    blocks = _vocab_blocks(embed_VxD.astype(matmul_dtype), block)
+    weight_N = g * weights_N.astype(jnp.float32)
+    scale_N = weight_N * (1.0 + 2.0 * z_loss * lse_N)
+
+    def body(grad_x_NxD, xs):
+        index, embed_BxD = xs
+        logits_NxB, cols_B = _block_logits(x, embed_BxD, index, block, embed_VxD.shape[0], logits_dtype)
+        grad_NxB = (scale_N[:, None] * jnp.exp(logits_NxB - lse_N[:, None])
+                    - jnp.where(cols_B[None, :] == targets_N[:, None], weight_N[:, None], 0.0)).astype(matmul_dtype)
+        grad_x_NxD = grad_x_NxD + jnp.dot(grad_NxB, embed_BxD, preferred_element_type=jnp.float32)
+        return grad_x_NxD, jnp.dot(grad_NxB.T, x, preferred_element_type=jnp.float32)
+
+    grad_x_NxD, grad_blocks = jax.lax.scan(body, jnp.zeros(x.shape, jnp.float32),
+                                           (jnp.arange(blocks.shape[0]), blocks))
+    grad_embed_VxD = grad_blocks.reshape(-1, x.shape[1])[: embed_VxD.shape[0]]
+    zero = lambda a: jnp.zeros_like(a) if jnp.issubdtype(a.dtype, jnp.floating) else None  # noqa: E731
+    return grad_x_NxD.astype(x_NxD.dtype), grad_embed_VxD.astype(embed_VxD.dtype), zero(targets_N), zero(weights_N)
+
+
+blockwise_cross_entropy.defvjp(_blockwise_fwd, _blockwise_bwd)
+
+
+def projected_loss(
+    kernel: str, x_NxD: jax.Array, embed_VxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, z_loss: float,
+    chunk: int, groups: int = 1, matmul_dtype: Any = jnp.float32, logits_dtype: Any = jnp.float32,
+    interpret: bool = False,
+) -> jax.Array:
+    """The summed loss by `kernel` ("xla", "blockwise" or "pallas", see above). `chunk` and `groups`
+    are "xla"'s row chunks; "pallas" keeps its logits in float32 on chip (no `logits_dtype`) and
+    runs in interpret mode where `interpret` (the CPU)."""
+    if kernel == "xla":
+        return projected_cross_entropy(x_NxD, embed_VxD, targets_N, weights_N, z_loss, chunk, groups,
+                                       matmul_dtype, logits_dtype)
+    if kernel == "blockwise":
+        block = vocab_block(x_NxD.shape[0], embed_VxD.shape[0])
+        return blockwise_cross_entropy(x_NxD, embed_VxD, targets_N, weights_N, z_loss, block, matmul_dtype,
+                                       logits_dtype)
+    if kernel == "pallas":
+        return fused_cross_entropy(x_NxD, embed_VxD, targets_N, weights_N, z_loss, matmul_dtype, interpret)
+    raise ValueError(f"config key train.loss_kernel: unknown kernel {kernel!r} (use 'xla', 'blockwise' or 'pallas')")

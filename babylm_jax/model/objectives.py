@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from babylm_jax.core.families import family_spec
 from babylm_jax.model.aux_heads import AuxObjective
-from babylm_jax.model.loss import LOSS_CHUNK, projected_cross_entropy
+from babylm_jax.model.loss import LOSS_CHUNK, projected_loss
 from babylm_jax.model.transformer import Transformer
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,8 @@ class LossSettings:
     deterministic: bool = True  # no dropout
     chunk: int = LOSS_CHUNK  # rows of logits at a time
     logits_dtype: Any = jnp.float32  # of a chunk's stored logits
+    kernel: str = "xla"  # the loss's kernel (model.loss.projected_loss)
+    interpret: bool = False  # "pallas" kernels in interpret mode (the CPU)
     row_groups: int = 1  # the devices a batch's rows are split over
     summed: bool = False  # the sum instead of the mean (accumulation divides once, by all predicted tokens)
 
@@ -140,8 +142,8 @@ def compute_loss(model: Transformer, params: Any, batch: Batch, rng: jax.Array, 
     hybrid models project only the predicted positions to the vocabulary: they are gathered
     into a static number of slots (`prediction_capacity` for `settings.max_mask_rate`, by default
     `mask_rate` when it is a number), with a fallback to every position in the rare batch
-    that predicts more. The loss is `projected_cross_entropy`, `settings.chunk` rows at a time, its
-    logits stored in `settings.logits_dtype`; with `settings.row_groups` > 1 (the devices a batch's
+    that predicts more. The loss is `loss.projected_loss` by `settings.kernel` (for "xla" `settings.chunk`
+    rows at a time), its logits stored in `settings.logits_dtype`; with `settings.row_groups` > 1 (the devices a batch's
     rows are split over) each contiguous block of rows gathers and projects its own predicted positions.
     `aux_objective` adds the auxiliary heads' weighted summed losses to the summed loss (so divided by
     the predicted tokens like it) and their sums to the metrics (`aux`); metrics["loss"] stays the LM loss.
@@ -167,8 +169,7 @@ def compute_loss(model: Transformer, params: Any, batch: Batch, rng: jax.Array, 
         causal_rows = settings.causal_rows(tokens.shape[0])
         always = min(causal_rows, tokens.shape[0] // groups) * tokens.shape[1] if spec.causal_rows else 0
         capacity = prediction_capacity(per_group, always, float(rate), settings.masking.whole_word, 8)
-    loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups,
-                               settings.z_loss, settings.chunk, settings.logits_dtype)
+    loss_sum = _predicted_loss(model, params, hidden_BxLxD, targets.reshape(-1), weights_N, capacity, groups, settings)
     loss = loss_sum / jnp.maximum(count, 1.0)
     metrics = {"loss": loss, "predicted_tokens": count, "lm_loss_sum": loss_sum}
     if aux_objective is None:
@@ -224,7 +225,7 @@ OBJECTIVES: dict[str, Objective] = {  # a key of core.families.FAMILY_SPECS -> t
 
 def _predicted_loss(
     model, params, hidden_BxLxD: jax.Array, targets_N: jax.Array, weights_N: jax.Array, capacity: int, groups: int,
-    z_loss: float, chunk: int, logits_dtype: Any = jnp.float32,
+    settings: LossSettings,
 ) -> jax.Array:
     """Summed loss of the predicted positions: gathered into `capacity` slots per row group
     when that is fewer than the group's positions and every group fits, else all positions."""
@@ -234,8 +235,8 @@ def _predicted_loss(
 
     def loss_over(hidden_KxD, targets_K, weights_K):
         x_KxD = model.apply(params, hidden_KxD, method="head")
-        return projected_cross_entropy(x_KxD, embed_VxD, targets_K, weights_K, z_loss, chunk, groups,
-                                       model.config.compute_dtype, logits_dtype)
+        return projected_loss(settings.kernel, x_KxD, embed_VxD, targets_K, weights_K, settings.z_loss, settings.chunk,
+                              groups, model.config.compute_dtype, settings.logits_dtype, settings.interpret)
 
     def all_positions():
         return loss_over(hidden_NxD, targets_N, weights_N)

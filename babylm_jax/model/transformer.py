@@ -46,10 +46,15 @@ class Block(nn.Module):
     ) -> tuple[jax.Array, jax.Array | layers.KVCache]:
         c = self.config
         dtype = c.compute_dtype
-        h = layers.make_norm(c.norm, dtype, name="attn_norm")(x_BxLxD)
+        h = layers.make_norm(c.norm, dtype, "attn_norm", c.norm_kernel)(x_BxLxD)
         h, cache = layers.Attention(c.num_heads, dtype, c.attention, name="attn")(h, rope, mask, cache)
-        x = x_BxLxD + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x_BxLxD.dtype)
-        h = layers.make_norm(c.norm, dtype, name="mlp_norm")(x)
+        h = nn.Dropout(c.dropout)(h, deterministic=deterministic)
+        mlp_norm = layers.make_norm(c.norm, dtype, "mlp_norm", c.norm_kernel)
+        if c.norm_kernel == "xla":
+            x = x_BxLxD + h.astype(x_BxLxD.dtype)
+            h = mlp_norm(x)
+        else:  # the residual add, the norm and the cast in one pass
+            x, h = mlp_norm(x_BxLxD, add=h)
         h = layers.Mlp(c.d_ff, c.mlp, dtype, name="mlp")(h)
         x = x + nn.Dropout(c.dropout)(h, deterministic=deterministic).astype(x.dtype)
         # new carry, and this block's input as a hidden state (or, decoding, its updated cache)
@@ -81,13 +86,13 @@ class Transformer(nn.Module):
             )(c, name="layers")
         else:
             self.blocks = [block(c, name=f"layers_{i}") for i in range(c.num_layers)]
-        self.final_norm = layers.make_norm(c.norm, c.compute_dtype, name="final_norm")
+        self.final_norm = layers.make_norm(c.norm, c.compute_dtype, "final_norm", c.norm_kernel)
         if c.has_head_transform:
             self.head_dense = nn.Dense(
                 c.d_model, dtype=c.compute_dtype, kernel_init=layers.dense_init("embed", "embed_out"),
                 name="head_dense",
             )
-            self.head_norm = layers.make_norm(c.norm, c.compute_dtype, name="head_norm")
+            self.head_norm = layers.make_norm(c.norm, c.compute_dtype, "head_norm", c.norm_kernel)
 
     def encode(
         self,

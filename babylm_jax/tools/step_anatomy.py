@@ -4,7 +4,10 @@
     seconds = predicted_seconds(kernels, H200)
 
 Every kernel the program launches (loop bodies counted once per trip) with its tensor-core FLOPs,
-its vector-unit operations and the HBM bytes it moves. A kernel takes the longest of its three
+its vector-unit operations and the HBM bytes it moves. A custom call's inside is not seen: cuBLAS and
+cuDNN calls take their FLOPs from their shapes, Pallas kernels (Triton, Mosaic GPU) the FLOPs of
+their known matmuls (`fused_loss.KERNEL_MATMULS`) or none, and each is costed no cheaper than the
+bytes of its operands and results: what it must read and write once. A kernel takes the longest of its three
 times at the GPU's datasheet rates, plus one launch; the step is their sum (XLA's GPU runtime
 runs them one after another on one stream). `efficiency` is the share of the datasheet rates
 that kernels reach: the one constant fitted to measured steps.
@@ -17,6 +20,7 @@ import re
 from collections import defaultdict
 from typing import Iterable
 
+from babylm_jax.model.fused_loss import KERNEL_MATMULS
 from babylm_jax.tools.hlo_program import Array, Computation, Instruction, Module
 
 # Free on a GPU: no kernel (aliases, tuples, metadata) or run on the host.
@@ -137,6 +141,15 @@ def attention_flops(call: Instruction, shapes: dict[str, tuple[Array, ...]]) -> 
     if '"mask_type": "CAUSAL"' in call.attributes or '"mask_type":"CAUSAL"' in call.attributes:
         flops /= 2
     return flops * (2.5 if "Backward" in call.attributes else 1.0)
+
+
+def custom_call_flops(name: str, call: Instruction, shapes: dict[str, tuple[Array, ...]]) -> float:
+    """Tensor-core FLOPs of a Pallas kernel whose matmuls are known (`fused_loss.KERNEL_MATMULS`: its
+    [N, D] rows times the [V, D] vocabulary), else none: it is then costed by its bytes alone."""
+    if name not in KERNEL_MATMULS:
+        return 0.0
+    (rows, width), vocab = shapes[call.operands[0]][0].dims, shapes[call.operands[1]][0].dims[0]
+    return KERNEL_MATMULS[name] * 2.0 * rows * vocab * width
 
 
 def bitonic_passes(n: int, element_bytes: float) -> tuple[int, float]:
@@ -278,6 +291,12 @@ def _other_kernel(instruction: Instruction, shapes: dict[str, tuple[Array, ...]]
     moved = sum(sum(a.bytes for a in shapes.get(o, ())) for o in instruction.operands) + instruction.result_bytes
     target = re.search(r'custom_call_target="([^"]+)"', instruction.attributes)
     target = target.group(1) if target else ""
+    if "triton" in target or "mosaic" in target:  # a Pallas kernel: nothing inside it is seen
+        found = re.search(r'\bname = "([\w.\-]+)"', instruction.attributes)
+        name = found.group(1) if found else ""
+        part = "loss (logits, cross-entropy)" if name in KERNEL_MATMULS else part
+        return Kernel(instruction.name, "custom call", part, launches, custom_call_flops(name, instruction, shapes),
+                      0.0, moved)
     if "fmha" in target:
         return Kernel(instruction.name, "attention", part, launches, attention_flops(instruction, shapes), 0.0, moved)
     if "gemm" in target or "matmul" in target:

@@ -4,6 +4,8 @@ updates it is `optimizer`'s.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from typing import Any, Callable
 
@@ -38,8 +40,14 @@ def state_bytes(tree: Any) -> int:
 
 def build_model(model: ModelConfig, platform: str | None = None, strict: bool = True) -> Transformer:
     """The Transformer of `model` (the run's `model.*`), model.attention resolved for `platform`
-    (default: the running backend's; `strict`: see `attention.for_platform`)."""
+    (default: the running backend's; `strict`: see `attention.for_platform`), and model.norm_kernel:
+    "pallas" runs in interpret mode on a CPU and is refused on a TPU."""
     platform = platform or attention.platform_of(jax.default_backend())
+    if model.norm_kernel == "pallas" and platform in ("cpu", "tpu"):
+        if platform == "tpu":
+            raise ValueError("config key model.norm_kernel='pallas' runs on GPUs (Triton) and CPUs (interpret "
+                             "mode), not on TPUs: use 'xla'")
+        model = dataclasses.replace(model, norm_kernel="pallas_interpret")
     return Transformer(attention.for_platform(model, platform, strict))
 
 

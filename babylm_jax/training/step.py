@@ -89,13 +89,19 @@ def step_platform(platform: str | None = None) -> str:
 def loss_settings(config: RunConfig, masking: MaskingConfig, platform: str | None = None,
                   groups: int | None = None) -> LossSettings:
     """The train step's loss settings: `config.train`'s, loss chunks for `platform` (`loss.loss_chunk`;
-    default: this backend), `groups` row groups (default: the mesh's), dropout where model.dropout asks
-    for it, the sum where train.grad_accum_steps accumulates."""
+    default: this backend; "pallas" kernels in interpret mode on a CPU, refused on a TPU), `groups` row
+    groups (default: the mesh's), dropout where model.dropout asks for it, the sum where
+    train.grad_accum_steps accumulates."""
     train = config.train
+    platform = step_platform(platform)
+    if train.loss_kernel == "pallas" and platform == "tpu":
+        raise ValueError("config key train.loss_kernel='pallas' runs on GPUs (Triton) and CPUs (interpret mode), "
+                         "not on TPUs: use 'blockwise' or 'xla'")
     return LossSettings(masking=masking, hybrid_causal_share=train.hybrid_causal_share,
                         max_mask_rate=max(train.mask_rate, train.mask_rate_final), z_loss=train.z_loss,
                         deterministic=config.model.dropout == 0.0,
-                        chunk=loss_chunk(step_platform(platform), config.model.vocab_size, train.loss_chunk),
+                        chunk=loss_chunk(platform, config.model.vocab_size, train.loss_chunk),
+                        kernel=train.loss_kernel, interpret=platform == "cpu",
                         logits_dtype=jnp.dtype(train.loss_logits_dtype), row_groups=groups or row_groups(config.mesh),
                         summed=train.grad_accum_steps > 1)
 

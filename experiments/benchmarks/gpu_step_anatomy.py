@@ -20,10 +20,16 @@ the recipe as configs/ has it now. Each lever line gives the predicted step time
 measured settings', MFU (training/metrics.py's model FLOPs over 989.4 TFLOP/s) and XLA's memory
 peak against the H200's 141 GB.
 
+Custom calls (cuDNN attention, the Pallas kernels of `train.loss_kernel` and `model.norm_kernel`) are
+not seen inside: each is costed at its known matmul FLOPs or the bytes of its operands and results,
+whichever is slower, at the fitted efficiency (a floor; the tool prints so).
+
 Ends with, one line each:
     predicted_step_ms[hybrid_100m]: P (measured 350.0)
     predicted_step_ms[causal_14m]: P (measured 34.9)
     predicted_slowdown[causal_14m_deterministic]: R (measured 1.28)
+    predicted_mfu[hybrid_100m]: M (the recipe as configs/ has it; with the levers)
+    predicted_mfu[causal_14m]: M
 Writes anatomy.json (every kernel of every program) and levers.json under --out.
 """
 from __future__ import annotations
@@ -49,16 +55,19 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # The H200's measured steps (experiments/README.md, "GPU step anatomy": the first H200 run), rows of 512, and the settings
 # the recipes had then: the calibration compiles these, whatever the recipes say now.
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
+XLA_KERNELS = {"train.loss_kernel": "xla", "model.norm_kernel": "xla"}
+PALLAS_KERNELS = {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"}
 AS_MEASURED = {
     "hybrid_100m": {"model.scan_layers": True, "model.remat": "dots_no_batch", "train.rng_impl": "threefry2x32",
-                    "train.loss_logits_dtype": "float32"},
-    "causal_14m": {"model.scan_layers": True, "model.remat": "none", "train.loss_logits_dtype": "float32"},
+                    "train.loss_logits_dtype": "float32", **XLA_KERNELS},
+    "causal_14m": {"model.scan_layers": True, "model.remat": "none", "train.loss_logits_dtype": "float32",
+                   **XLA_KERNELS},
 }
 MEASURED_DETERMINISTIC_SLOWDOWN = 1.68 / 1.31  # causal_14m's training loop, median tokens/s without / with
 DETERMINISTIC = {"xla_gpu_deterministic_ops": True}
 
-# Levers: config overrides on the measured settings, each compiled and predicted; "recipe" is the
-# recipe as configs/ has it now.
+# Levers: config overrides on the measured settings, each compiled and predicted; those named "recipe..."
+# are overrides on the recipe as configs/ has it now ("recipe": none).
 LEVERS = {
     "hybrid_100m": {
         "remat=dots": {"model.remat": "dots"},
@@ -68,19 +77,31 @@ LEVERS = {
         "residual=bfloat16": {"model.residual_dtype": "bfloat16"},
         "scan_layers=false": {"model.scan_layers": False},
         "scan_layers=false, remat=none": {"model.scan_layers": False, "model.remat": "none"},
-        "recipe": None,
+        "recipe": {},
+        "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
+        "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
+        "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
+        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
+        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
     },
     "causal_14m": {
         "loss_logits=bfloat16": {"train.loss_logits_dtype": "bfloat16"},
         "loss_chunk=8192": {"train.loss_chunk": 8192},
         "batch_size=256": {"train.batch_size": 256},
         "scan_layers=false": {"model.scan_layers": False},
-        "recipe": None,
+        "recipe": {},
+        "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
+        "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
+        "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
+        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
+        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
         "deterministic, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
-        "deterministic, recipe, embed_grad=one_hot": {"model.embedding_grad": "one_hot", "model.scan_layers": False,
-                                                      "train.loss_logits_dtype": "bfloat16"},
+        "deterministic, recipe, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
     },
 }
+CUSTOM_CALLS_NOTE = ("custom calls (cuDNN attention, Pallas/Triton kernels): their insides are not seen; each is "
+                     "costed at the slowest of its known matmul FLOPs and the bytes of its operands and results "
+                     "(read and written once) at the fitted efficiency: a floor, not a measurement")
 
 
 @dataclasses.dataclass
@@ -151,6 +172,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--levers", default="true", choices=("true", "false"))
     parser.add_argument("--top", type=int, default=12, help="largest kernels listed per program")
     parser.add_argument("--out", default="runs/gpu_step_anatomy")
+    parser.add_argument("--only", nargs="*", default=[], help="compile only these levers (names as in LEVERS)")
     args = parser.parse_args(argv)
     gpu, hbm = step_anatomy.GPUS[args.gpu], devices.memory_bytes(args.gpu)
     os.makedirs(args.out, exist_ok=True)
@@ -166,6 +188,7 @@ def main(argv: list[str]) -> None:
           f"fitted efficiency {efficiency:.3f} (the one constant: share of those rates kernels reach)")
     for program in [*programs.values(), deterministic]:
         print("\n".join(anatomy_lines(program, gpu, efficiency, args.top)), flush=True)
+    print(CUSTOM_CALLS_NOTE)
 
     levers = []
     if args.levers == "true":
@@ -173,7 +196,10 @@ def main(argv: list[str]) -> None:
             for lever, overrides in variants.items():
                 options = DETERMINISTIC if lever.startswith("deterministic") else None
                 base = deterministic if options else programs[name]
-                config = recipe_config(name, {} if overrides is None else {**AS_MEASURED[name], **overrides})
+                if args.only and lever not in args.only:
+                    continue
+                on_recipe = lever.startswith("recipe") or lever.startswith("deterministic, recipe")
+                config = recipe_config(name, overrides if on_recipe else {**AS_MEASURED[name], **overrides})
                 try:
                     variant = compile_variant(lever, config, args.gpu, options)
                 except (KeyError, AttributeError, ValueError) as error:
@@ -181,9 +207,12 @@ def main(argv: list[str]) -> None:
                     continue
                 row = lever_line(base, variant, gpu, efficiency, hbm)
                 levers.append(row)
+                custom = [k for k in variant.kernels if k.kind in ("custom call", "attention")]
+                row["custom_call_ms"] = step_anatomy.predicted_seconds(custom, gpu, efficiency) * 1e3
                 print(f"lever {name} {lever}: predicted {row['predicted_step_ms']:.1f} ms, {row['speedup']:.2f}x "
                       f"tokens/s over {base.name}, {row['tokens_per_s']:,.0f} tokens/s, MFU {row['mfu']:.2f}, "
-                      f"peak {row['peak_gib']:.1f} GiB ({'fits' if row['fits'] else 'does not fit'})", flush=True)
+                      f"peak {row['peak_gib']:.1f} GiB ({'fits' if row['fits'] else 'does not fit'}); custom calls "
+                      f"{row['custom_call_ms']:.1f} ms", flush=True)
 
     atomic_write_text(os.path.join(args.out, "anatomy.json"), json.dumps(
         {"efficiency": efficiency, "gpu": dataclasses.asdict(gpu),
@@ -195,6 +224,10 @@ def main(argv: list[str]) -> None:
     for name, ms in MEASURED_STEP_MS.items():
         print(f"predicted_step_ms[{name}]: {predicted[name]:.1f} (measured {ms})")
     print(f"predicted_slowdown[causal_14m_deterministic]: {slowdown:.2f} (measured {MEASURED_DETERMINISTIC_SLOWDOWN:.2f})")
+    for row in levers:
+        if row["lever"] == "recipe":
+            print(f"predicted_mfu[{row['recipe']}]: {row['mfu']:.2f} (the recipe as configs/ has it; "
+                  f"{row['predicted_step_ms']:.1f} ms a step)")
 
 
 if __name__ == "__main__":

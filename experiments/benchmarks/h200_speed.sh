@@ -19,13 +19,17 @@
 #
 # (its timeouts three times the device's, its budget 1800 s)
 #
-# Parts, run in the order 0 a d c b e (a part that fails is recorded in summary.json, the next runs;
+# Parts, run in the order 0 k a d c b e (a part that fails is recorded in summary.json, the next runs;
 # each part's timeout is cut to what is left of the 480 s budget, H200_SPEED_BUDGET_S):
 #   0 setup: the carried wheels into /tmp/site (no registry there), imports, jax's devices, nvidia-smi.
+#   k kernels: kernel_check.py, the fused kernels' loss and gradients against the XLA forms at the
+#     recipes' shapes (train.loss_kernel blockwise and pallas; model.norm_kernel pallas): kernel_check.json.
 #   a levers: lever_sweep.py on hybrid_100m and causal_14m at rows of 512 (5 steps x 2 repeats):
-#     baseline, train.rng_impl=rbg, train.loss_logits_dtype=bfloat16, model.remat=dots (hybrid),
-#     model.residual_dtype=bfloat16, rbg + bfloat16 logits, then, if time is left, remat=none and
-#     dropout 0 (hybrid). Baselines first. Tokens/s, MFU against 989 TFLOP/s, XLA's memory.
+#     baseline (the recipe, with the kernels it takes), kernels_xla (without them: the recipe as last
+#     measured), loss_pallas, norm_pallas, kernels_pallas, loss_blockwise, then train.rng_impl=rbg,
+#     train.loss_logits_dtype=bfloat16, model.remat=dots (hybrid), model.residual_dtype=bfloat16, rbg +
+#     bfloat16 logits, and, if time is left, remat=none and dropout 0 (hybrid). Baselines first.
+#     Tokens/s, MFU against 989 TFLOP/s, XLA's memory.
 #   d moved: the carried prepared causal_14m workdir AND its corpus copied to new paths (cp -r: fresh
 #     mtimes), 100 steps of train there: whether it counted the corpus again ("count words" lines),
 #     tokens/s. Its final checkpoint is part c's model (should part d leave none, part c exports a
@@ -47,7 +51,7 @@
 # machine):
 #   run(command="H200_SPEED_PARTS='0 b e' bash experiments/benchmarks/h200_speed.sh", carry=[".h200"], timeout_s=400)
 # ($OUT starts empty on the device: a rerun's files hold its own parts' figures only.)
-# Files back (7): log.txt, summary.json (every headline figure, each part's status and seconds),
+# Files back (8): log.txt, summary.json (every headline figure, each part's status and seconds), kernel_check.json,
 # table.md (the tables), levers.json (parts a and b, one row per config x lever x tag),
 # scatter_check.json, pipelines.json (part c: both sides' raw figures), torch_reference.json.
 set -uo pipefail
@@ -60,7 +64,7 @@ mkdir -p "$OUT" "$WORK"
 LOG=$OUT/log.txt
 : > "$LOG"
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=1 TQDM_MININTERVAL=15
-PARTS=${H200_SPEED_PARTS:-0 a d c b e}
+PARTS=${H200_SPEED_PARTS:-0 k a d c b e}
 BUDGET=480; [ "$DRY" = 1 ] && BUDGET=1800
 DEADLINE=$((SECONDS + ${H200_SPEED_BUDGET_S:-$BUDGET}))
 SUMMARY=$OUT/summary.json
@@ -137,9 +141,14 @@ else
 fi
 LEVERS=$OUT/levers.json
 
+# ---- k: the fused kernels' numbers against the XLA forms ---------------------------------------
+KCHECK=(); [ "$DRY" = 1 ] && KCHECK=(--tiny)
+step k_kernels 45 "${PY[@]}" experiments/benchmarks/kernel_check.py --out "$OUT/kernel_check.json" "${KCHECK[@]}"
+
 # ---- a: levers ---------------------------------------------------------------------------------
 step a_levers 190 "${PY[@]}" experiments/benchmarks/lever_sweep.py --configs configs/hybrid_100m.py configs/causal_14m.py \
-  --levers baseline rng_rbg logits_bf16 remat_dots residual_bf16 rbg_logits_bf16 remat_none no_dropout \
+  --levers baseline kernels_xla loss_pallas norm_pallas kernels_pallas loss_blockwise rng_rbg logits_bf16 remat_dots \
+  residual_bf16 rbg_logits_bf16 remat_none no_dropout \
   --budget_s $A_BUDGET --out "$LEVERS" --tag default "${SWEEP[@]}"
 
 # ---- d: a prepared workdir and its corpus moved ------------------------------------------------

@@ -77,6 +77,12 @@ LEVERS: dict[str, Lever] = {
     "remat_none": Lever({"model.remat": "none"}, _needs_remat),
     "no_dropout": Lever({"model.dropout": 0.0}, _needs_dropout),
     "one_hot_embedding_grad": Lever({"model.embedding_grad": "one_hot"}),
+    # the fused kernels (train.loss_kernel, model.norm_kernel) and the XLA forms without them
+    "kernels_xla": Lever({"train.loss_kernel": "xla", "model.norm_kernel": "xla"}),
+    "loss_blockwise": Lever({"train.loss_kernel": "blockwise"}),
+    "loss_pallas": Lever({"train.loss_kernel": "pallas"}),
+    "norm_pallas": Lever({"model.norm_kernel": "pallas"}),
+    "kernels_pallas": Lever({"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"}),
 }
 
 
