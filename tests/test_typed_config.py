@@ -191,7 +191,7 @@ def test_default_config_holds_every_key_at_its_field_default_and_base_py_overrid
     # only the optional fields' defaults stand in for a key a saved config lacks
     optional_sections = ("model.", "train.aux_heads.", "data.hanzi_facts.")
     assert set(defaults(RunConfig)) == {k for k in keys if k.startswith(optional_sections)} | {
-        "train.deterministic", "train.loss_logits_dtype", "train.rng_impl"}
+        "train.deterministic", "train.loss_logits_dtype", "train.loss_kernel", "train.rng_impl"}
 
 
 def _leaves(values: dict, prefix: str = "") -> list[str]:
