@@ -111,7 +111,8 @@ def test_a_gpu_recipe_on_a_cpu_backend_is_refused_unless_asked(capsys, tmp_path)
                                                 f"--workdir={tmp_path / 'run'}", f"--config.data.corpus={tmp_path}/x"])
     captured = capsys.readouterr()
     assert captured.out.splitlines()[:2] == [
-        f"train: JAX {jax.__version__}, backend cpu: 8 x cpu (1 process(es)); attention reference, loss chunks of 256 rows, "
+        f"train: JAX {jax.__version__}, backend cpu: 8 x cpu (1 process(es)); attention reference, loss kernel pallas "
+        "(Pallas in interpret mode on the CPU: slow), norm kernel pallas (Pallas in interpret mode on the CPU: slow), "
         "model.dtype bfloat16",
         "train: notice: a cuda recipe on the CPU, as --allow_cpu asks: expect it to be slow"]
     assert "Corpus path does not exist" in captured.err

@@ -32,13 +32,20 @@ ONE_HOT_HINT = ("model.embedding_grad=one_hot keeps the embedding gradient fast 
 
 
 def describe_backend(config: RunConfig) -> str:
-    """JAX version, backend, devices and their kind, the attention and the loss chunks this run uses."""
+    """JAX version, backend, devices and their kind, the attention, the loss (its chunks, or the kernel
+    train.loss_kernel names), the fused norms where model.norm_kernel asks, and the model's dtype."""
     devices = jax.devices()
     platform = platform_of(jax.default_backend())
     attention = build_model(config.model, platform).config.attention
-    chunk = loss_chunk(platform, config.model.vocab_size, config.train.loss_chunk)
+    interpret = " (Pallas in interpret mode on the CPU: slow)" if platform == "cpu" else ""
+    kernel = config.train.loss_kernel
+    if kernel == "xla":
+        loss = f"loss chunks of {loss_chunk(platform, config.model.vocab_size, config.train.loss_chunk)} rows"
+    else:
+        loss = f"loss kernel {kernel}" + (interpret if kernel == "pallas" else "")
+    norms = "" if config.model.norm_kernel == "xla" else f"norm kernel {config.model.norm_kernel}{interpret}, "
     return (f"JAX {jax.__version__}, backend {jax.default_backend()}: {len(devices)} x {devices[0].device_kind}"
-            f" ({jax.process_count()} process(es)); attention {attention}, loss chunks of {chunk} rows, "
+            f" ({jax.process_count()} process(es)); attention {attention}, {loss}, {norms}"
             f"model.dtype {config.model.dtype}")
 
 
