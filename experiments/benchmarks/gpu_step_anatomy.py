@@ -57,6 +57,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
 XLA_KERNELS = {"train.loss_kernel": "xla", "model.norm_kernel": "xla"}
 PALLAS_KERNELS = {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"}
+RECIPE_KERNEL_LEVERS = {  # the recipe as configs/ has it, then each kernel on or off beside it
+    "recipe": {},
+    "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
+    "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
+    "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
+    "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
+    "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
+}
 AS_MEASURED = {
     "hybrid_100m": {"model.scan_layers": True, "model.remat": "dots_no_batch", "train.rng_impl": "threefry2x32",
                     "train.loss_logits_dtype": "float32", **XLA_KERNELS},
@@ -77,24 +85,14 @@ LEVERS = {
         "residual=bfloat16": {"model.residual_dtype": "bfloat16"},
         "scan_layers=false": {"model.scan_layers": False},
         "scan_layers=false, remat=none": {"model.scan_layers": False, "model.remat": "none"},
-        "recipe": {},
-        "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
-        "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
-        "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
-        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
+        **RECIPE_KERNEL_LEVERS,
     },
     "causal_14m": {
         "loss_logits=bfloat16": {"train.loss_logits_dtype": "bfloat16"},
         "loss_chunk=8192": {"train.loss_chunk": 8192},
         "batch_size=256": {"train.batch_size": 256},
         "scan_layers=false": {"model.scan_layers": False},
-        "recipe": {},
-        "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
-        "recipe, loss_kernel=pallas": {"train.loss_kernel": "pallas"},
-        "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
-        "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
-        "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
+        **RECIPE_KERNEL_LEVERS,
         "deterministic, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
         "deterministic, recipe, embed_grad=one_hot": {"model.embedding_grad": "one_hot"},
     },
