@@ -81,14 +81,14 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
     milestones = WordMilestones(config.checkpoint.milestone_unit, run.words_seen, config.checkpoint.word_milestones)
     step_rng = step_key(config.train)
     run_start = time.perf_counter()
-    first_local = next(run.data.train_iterator)  # step start+1's batch: its shapes are the train step's
-    programs = _compile_programs(run, first_local, step_rng, last_step)
-    evaluator = RunEvaluator(run, writer, programs)
-    logger = StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
-    progress = tqdm(total=config.train.num_steps, initial=run.start_step, desc="train", disable=not run.is_main,
-                    dynamic_ncols=True)
-    stopped_at = None
-    try:
+    stopped_at, progress = None, None
+    try:  # a stop or an error from here on (the compiles included) still closes the checkpointer below
+        first_local = next(run.data.train_iterator)  # step start+1's batch: its shapes are the train step's
+        programs = _compile_programs(run, first_local, step_rng, last_step)
+        evaluator = RunEvaluator(run, writer, programs)
+        logger = StepLogger(writer, run.model.config, config, config.train.log_every_steps, last_step)
+        progress = tqdm(total=config.train.num_steps, initial=run.start_step, desc="train", disable=not run.is_main,
+                        dynamic_ncols=True)
         for step in range(run.start_step + 1, last_step + 1):
             local = first_local if step == run.start_step + 1 else next(run.data.train_iterator)
             run.words_seen += float(local["batch_words"])  # the global batch's: no exchange between hosts
@@ -107,10 +107,11 @@ def _train(run: Run, stop_at_step: int | None, stop: StopSignals) -> dict:
         progress.close()
         run.checkpointer.wait()
     except BaseException:
-        progress.close()  # the error's one line then starts a line of its own
+        if progress is not None:
+            progress.close()  # the error's one line then starts a line of its own
         writer.close()
         raise
-    finally:  # also after an error (a NaN loss): pending saves finish, orbax's threads end quietly
+    finally:  # after an error (a NaN loss) or a stop in a compile too: pending saves finish, orbax quietly
         run.checkpointer.close()
     if stopped_at is not None:
         writer.close()
