@@ -18,6 +18,8 @@ leakage.json and unk_audit.json. Arms:
 - `hanzi`: base.py plus `data.hanzi_facts` (share ARM_SHARE of the 102M budget: 816,000 jieba words about
   the 1,000 most frequent hanzi, beside the 2.69M-word builtin corpus) and configs/base_hanzi.py's heads.
 
+Training runs in pieces of at most `--run_minutes` (19): a piece still training then is stopped with
+SIGTERM (it saves its step, exit 143) and the same command resumes it, on the same trajectory.
 A finished cell is appended to `<out>/cells.jsonl` and skipped when the study is run again; an
 interrupted cell resumes from its checkpoint. After each cell `<out>/hanzi_recipe_study.json` and
 `.md` are rewritten: per cell the scores, the load and the train minutes; per arm the means over its
@@ -29,6 +31,7 @@ import argparse
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -112,6 +115,25 @@ def cell_overrides(config_file: str, arm: str, seed: int, max_tflop: float) -> t
     return {**overrides, "train.num_steps": steps}, steps * per_step / 1e12
 
 
+def train_in_pieces(command: list[str], minutes: float) -> int:
+    """Runs `command` (a train) to its end in pieces of at most `minutes`; returns how many pieces it took."""
+    pieces = 0
+    while True:
+        pieces += 1
+        process = subprocess.Popen(command, cwd=REPO)
+        try:
+            status = process.wait(timeout=minutes * 60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGTERM)  # the step finishes and is checkpointed; the next piece resumes
+            status = process.wait()
+            if status == 128 + signal.SIGTERM:
+                print(f"[hanzi_recipe] train stopped after {minutes:g} minutes, resuming", flush=True)
+                continue
+        if status != 0:
+            raise subprocess.CalledProcessError(status, command)
+        return pieces
+
+
 def run_cell(arm: str, seed: int, args: argparse.Namespace, data: pathlib.Path) -> dict:
     workdir = args.out / f"{arm}_seed{seed}"
     overrides, tflop = cell_overrides(args.config, arm, seed, args.max_tflop)
@@ -122,7 +144,7 @@ def run_cell(arm: str, seed: int, args: argparse.Namespace, data: pathlib.Path) 
                 "--tasks", "all", "--config.finetune.protocol=quick", "--output", str(results_path)]
     evaluate += ["--limit", str(args.limit)] if args.limit else []
     load_before, start = os.getloadavg()[0], time.perf_counter()
-    subprocess.run([sys.executable, "-m", "babylm_jax.train", *config, *flags], check=True, cwd=REPO)
+    pieces = train_in_pieces([sys.executable, "-m", "babylm_jax.train", *config, *flags], args.run_minutes)
     train_minutes, load_after = (time.perf_counter() - start) / 60, os.getloadavg()[0]
     with open(workdir / "prepare_report.txt", "w", encoding="utf-8") as report:  # leakage.json, unk_audit.json
         subprocess.run([sys.executable, "-m", "babylm_jax.prepare", *config, "--data_dir", str(data), *flags],
@@ -138,7 +160,7 @@ def run_cell(arm: str, seed: int, args: argparse.Namespace, data: pathlib.Path) 
         "final_eval_loss": summary["final_eval_loss"], "scores": scores,
         "row_mean": float(np.mean(list(scores.values()))), "tasks": len(scores),
         "hanzi_probe_items_leaked": sum(leaks.get(t, {}).get("leaked", 0) for t in ("hanzi_structure", "hanzi_pinyin")),
-        "limit": args.limit, "train_minutes": round(train_minutes, 2),
+        "limit": args.limit, "train_minutes": round(train_minutes, 2), "train_pieces": pieces,
         "load_before": round(load_before, 2), "load_after": round(load_after, 2),
     }
 
@@ -197,6 +219,8 @@ def main() -> None:
                         help="CLUE's full ocnli and tnews (default: clue_full beside --data_dir)")
     parser.add_argument("--max_tflop", type=float, default=STUDY_TFLOP, help="training compute of every cell")
     parser.add_argument("--limit", type=int, default=0, help="smoke runs only: the first N items of each task")
+    parser.add_argument("--run_minutes", type=float, default=19.0,
+                        help="stop a train after this long and resume it (a cell's training in pieces)")
     parser.add_argument("--list", action="store_true", help="print each arm's steps and TFLOP and exit")
     parser.add_argument("--flag", dest="flags", action="append", default=[],
                         help="a further training flag for every cell, e.g. --flag=--config.train.num_steps=20")

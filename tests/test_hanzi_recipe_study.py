@@ -1,5 +1,8 @@
 """experiments/hanzi_recipe_study.py: both arms spend base.py's compute, the heads' FLOPs counted; the
 per-arm means and the table are those of the cells."""
+import subprocess
+import sys
+
 import pytest
 from fixtures.scripts import load_script
 
@@ -35,3 +38,17 @@ def test_arm_means_and_table(study):
     assert list(summary["hanzi"]["tasks"]) == ["zhoblimp"]  # a task only some seeds have is left out of the means
     table = study.tables(cells, summary)
     assert "| hanzi | 1 | 10 | 1.0 | 0 | 0.9000 | - |" in table and "| base | 2 | 0.6500 | 0.5500 | 0.6000 (0.5500 / 0.6500) |" in table
+
+
+def test_a_train_runs_in_pieces_stopped_and_resumed(study, tmp_path):
+    """A piece still running at its time limit is stopped with SIGTERM and the command run again until it ends."""
+    marker = tmp_path / "stopped_once"
+    program = (  # trains for ever the first time; stops as train does on SIGTERM (143); ends the second time
+        "import pathlib, signal, sys, time\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if marker.exists(): sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (marker.touch(), sys.exit(143)))\n"
+        "time.sleep(60)\n")
+    assert study.train_in_pieces([sys.executable, "-c", program], minutes=5 / 60) == 2
+    with pytest.raises(subprocess.CalledProcessError):  # any other exit stops the cell
+        study.train_in_pieces([sys.executable, "-c", "import sys; sys.exit(3)"], minutes=1)
