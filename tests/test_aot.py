@@ -90,3 +90,16 @@ def test_tpu_report_compiles_a_hybrid_step_through_splash_attention(capsys):
     out = capsys.readouterr().out.splitlines()
     compiled_line = next(line for line in out if line.startswith("rows of 128: compiled"))
     assert "attention splash" in compiled_line and out[-1].startswith("aot: fits=yes")
+
+
+@pytest.mark.gpu
+def test_the_accelerator_step_trains_the_auxiliary_heads_the_recipe_names():
+    """The heads' logits (a pass's 4 x 32 positions into 1,379 syllables) are in the step as in train's, not
+    only their parameters."""
+    def lowered(*flags):
+        config = RunConfig.from_config(cli.load_config("configs/base.py", [*TINY, "--config.model.attention=xla", *flags]))
+        step = aot_report.cuda_step(config, 32)
+        return step.jitted.trace(*step.args).lower(lowering_platforms=("cuda",)).as_text()
+
+    assert "tensor<128x1379xf32>" in lowered("--config.train.aux_heads.syllable=0.3")
+    assert "x1379xf32>" not in lowered()

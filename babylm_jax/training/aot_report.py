@@ -27,6 +27,7 @@ from babylm_jax.config.training import MeshConfig
 from babylm_jax.core import outputs
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES
+from babylm_jax.model import aux_heads
 from babylm_jax.model.transformer import count_params
 from babylm_jax.training import compiled, metrics, sharding, state
 from babylm_jax.training.devices import GPUS, cuda_device, memory_bytes
@@ -63,6 +64,11 @@ def abstract_batch(config: RunConfig, sharding: Any = None) -> dict:
     return batch
 
 
+def shapes_only_aux_objective(config: RunConfig) -> aux_heads.AuxObjective | None:
+    """The run's auxiliary heads (train.aux_heads) as a compile sees them: their sizes, no labels (no tokenizer)."""
+    return aux_heads.build_objective(config.train, None, config.model.vocab_size, config.model.family)
+
+
 def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     """The train step at rows of `length` for one CUDA GPU, on abstract inputs (placed on the
     compile-only `device` when given)."""
@@ -70,7 +76,8 @@ def cuda_step(config: RunConfig, length: int, device: Any = None) -> Step:
     optimizer = make_train_optimizer(config.train)
     init = state.boxed_init_fn(config, model, optimizer)
     abstract_state = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
-    step = make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1)
+    step = make_train_step(config, model, optimizer, masking_for(config), length, platform="cuda", groups=1,
+                           aux_objective=shapes_only_aux_objective(config))
     rng = jax.eval_shape(lambda: step_key(config.train))
     args = (abstract_state, abstract_batch(config), rng)
     if device is not None:
@@ -221,7 +228,7 @@ def tpu_step(config: RunConfig, devices: list, length: int) -> Step:
     _, state_shardings, abstract_state = state.sharded_init(config, model, optimizer, mesh)
     batch_sharding = sharding.batch_sharding(mesh)
     step = make_train_step(config, model, optimizer, masking_for(config), length, platform="tpu",
-                           groups=len(devices))
+                           groups=len(devices), aux_objective=shapes_only_aux_objective(config))
     jitted = jax.jit(step, in_shardings=(state_shardings, batch_sharding, None),
                      out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=(0,))
     rng = jax.eval_shape(lambda: step_key(config.train))

@@ -46,6 +46,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from babylm_jax.config.files import load_config_file  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
+from babylm_jax.config.training import AUX_HEADS  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
 from babylm_jax.tools import step_anatomy  # noqa: E402
 from babylm_jax.tools.hlo_program import parse_module  # noqa: E402
@@ -57,6 +58,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 MEASURED_STEP_MS = {"hybrid_100m": 350.0, "causal_14m": 34.9}
 XLA_KERNELS = {"train.loss_kernel": "xla", "model.norm_kernel": "xla"}
 PALLAS_KERNELS = {"train.loss_kernel": "pallas", "model.norm_kernel": "pallas"}
+NO_AUX_HEADS = {f"train.aux_heads.{head}": 0.0 for head in AUX_HEADS}  # the recipes were measured without them
 RECIPE_KERNEL_LEVERS = {  # the recipe as configs/ has it, then each kernel on or off beside it
     "recipe": {},
     "recipe, loss_kernel=blockwise": {"train.loss_kernel": "blockwise"},
@@ -64,12 +66,13 @@ RECIPE_KERNEL_LEVERS = {  # the recipe as configs/ has it, then each kernel on o
     "recipe, norm_kernel=pallas": {"model.norm_kernel": "pallas"},
     "recipe, loss_kernel=pallas, norm_kernel=pallas": PALLAS_KERNELS,
     "recipe, loss_kernel=xla, norm_kernel=xla": XLA_KERNELS,
+    "recipe, no aux heads": NO_AUX_HEADS,
 }
 AS_MEASURED = {
     "hybrid_100m": {"model.scan_layers": True, "model.remat": "dots_no_batch", "train.rng_impl": "threefry2x32",
-                    "train.loss_logits_dtype": "float32", **XLA_KERNELS},
+                    "train.loss_logits_dtype": "float32", **XLA_KERNELS, **NO_AUX_HEADS},
     "causal_14m": {"model.scan_layers": True, "model.remat": "none", "train.loss_logits_dtype": "float32",
-                   **XLA_KERNELS},
+                   **XLA_KERNELS, **NO_AUX_HEADS},
 }
 MEASURED_DETERMINISTIC_SLOWDOWN = 1.68 / 1.31  # causal_14m's training loop, median tokens/s without / with
 DETERMINISTIC = {"xla_gpu_deterministic_ops": True}
@@ -116,9 +119,7 @@ class Compiled:
 
 def recipe_config(name: str, overrides: dict) -> RunConfig:
     config = load_config_file(REPO / "configs" / f"{name}.py")
-    for key, value in overrides.items():
-        section, field = key.split(".")
-        config[section][field] = value
+    config.update_from_flattened_dict(overrides)
     return RunConfig.from_config(config)
 
 

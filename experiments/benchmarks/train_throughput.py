@@ -52,7 +52,7 @@ from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.vocab import MASK_ID, SPECIAL_PIECES  # noqa: E402
 from babylm_jax.model.transformer import count_params  # noqa: E402
-from babylm_jax.training import metrics, peaks, sharding, state as state_lib, step as step_lib  # noqa: E402
+from babylm_jax.training import aot_report, metrics, peaks, sharding, state as state_lib, step as step_lib  # noqa: E402
 from babylm_jax.training import optimizer as optimizer_lib  # noqa: E402
 from babylm_jax.training.step import make_masking  # noqa: E402
 
@@ -103,7 +103,8 @@ class Bench:
         abstract_batch = {k: jax.ShapeDtypeStruct(self.shape, np.int32, sharding=batch_sharding)
                           for k in ("tokens", "segment_ids", "positions")}
         step = jax.jit(
-            step_lib.make_train_step(config, model, optimizer, masking, length),
+            step_lib.make_train_step(config, model, optimizer, masking, length,
+                                     aux_objective=aot_report.shapes_only_aux_objective(config)),
             in_shardings=(state_shardings, batch_sharding, None),
             out_shardings=(state_shardings, sharding.replicated(self.mesh)),
             donate_argnums=(0,),
