@@ -72,6 +72,26 @@ def test_loss_and_mask_match_a_loop_over_positions():
     assert set(metrics) == {"aux_tone_loss", "aux_tone_acc", "aux_radical_loss", "aux_radical_acc"}
 
 
+def test_bfloat16_heads_follow_float32_and_their_backward_scatters_nothing():
+    """train.loss_logits_dtype="bfloat16" runs the heads' matmuls and logits in bf16 (float32 reductions): the
+    losses and gradients stay near float32's; neither form's gradient scatters into the [N, classes] logits."""
+    hidden = jax.random.normal(jax.random.key(0), (2, 5, 8))
+    ids = jnp.asarray([[1, 2, 3, 8, 0], [8, 8, 4, 1, 7]])
+    weights = jnp.ones((2, 5), jnp.int32)
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        config = aux_heads.AuxHeadsConfig((("syllable", 1.0), ("tone", 0.5)), "input", dtype)
+        objective = aux_heads.AuxObjective(config, hanzi_labels.head_sizes(), hanzi_labels.label_table(PIECES, rows=12))
+        params = {aux_heads.AUX_COLLECTION: objective.init(jax.random.key(1), 8)}
+        loss = jax.value_and_grad(lambda p, h: objective.loss(p, h, ids, weights)[0], argnums=(0, 1))
+        assert "scatter" not in jax.jit(loss).lower(params, hidden).as_text(), dtype
+        results[dtype] = loss(params, hidden)
+    (loss32, grads32), (loss16, grads16) = results["float32"], results["bfloat16"]
+    np.testing.assert_allclose(float(loss16), float(loss32), rtol=2e-2)
+    for g16, g32 in zip(jax.tree.leaves(grads16), jax.tree.leaves(grads32)):
+        np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32), atol=2e-2 * float(np.abs(g32).max()))
+
+
 def test_auto_position_is_the_input_for_causal_and_the_masked_position_otherwise(tiny_corpus_dir):
     config = tiny_config(tiny_corpus_dir)
     config.train.aux_heads.tone = 0.2

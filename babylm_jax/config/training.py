@@ -121,7 +121,7 @@ class TrainConfig:
     # how much); CPU runs are bit-exact without it (a no-op there).
     deterministic: bool = optional(False)
     # a loss chunk's stored logits, accumulated and reduced in float32 either way; "bfloat16" halves the
-    # HBM passes over a GPU chunk's logits, which do not stay in its cache
+    # HBM passes over a GPU chunk's logits, which do not stay in its cache; the auxiliary heads' logits too
     loss_logits_dtype: str = optional("float32")
     # the train step's random bits (dropout, masking): "threefry2x32" (the same bits on every backend) or
     # XLA's RngBitGenerator, "rbg" / "unsafe_rbg" (cheaper on GPUs and TPUs; the bits differ by backend and sharding)

@@ -36,6 +36,7 @@ class AuxHeadsConfig:
 
     weights: tuple[tuple[str, float], ...]
     position: str = "target"
+    logits_dtype: str = "float32"  # the heads' matmuls and stored logits, as train.loss_logits_dtype the LM's
 
     @classmethod
     def from_config(cls, train: TrainConfig, family: str = "causal") -> "AuxHeadsConfig | None":
@@ -43,7 +44,7 @@ class AuxHeadsConfig:
         resolved for the model `family`."""
         settings = train.aux_heads
         weights = tuple((name, getattr(settings, name)) for name in AUX_HEADS if getattr(settings, name) > 0)
-        return cls(weights, settings.position_for(family)) if weights else None
+        return cls(weights, settings.position_for(family), train.loss_logits_dtype) if weights else None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -51,14 +52,15 @@ class AuxHeadsConfig:
 
 
 class AuxHeads(nn.Module):
-    """One float32 linear classifier per head over the final hidden states."""
+    """One linear classifier per head over the final hidden states: float32 parameters, computed in `dtype`."""
 
     sizes: tuple[tuple[str, int], ...]
+    dtype: str = "float32"
 
     @nn.compact
     def __call__(self, hidden_NxD: jax.Array) -> dict[str, jax.Array]:
-        x = hidden_NxD.astype(jnp.float32)
-        return {name: nn.Dense(size, name=name)(x) for name, size in self.sizes}
+        x = hidden_NxD.astype(self.dtype)
+        return {name: nn.Dense(size, dtype=self.dtype, name=name)(x) for name, size in self.sizes}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -71,7 +73,7 @@ class AuxObjective:
 
     @property
     def module(self) -> AuxHeads:
-        return AuxHeads(tuple((name, self.sizes[name]) for name in self.config.names))
+        return AuxHeads(tuple((name, self.sizes[name]) for name in self.config.names), self.config.logits_dtype)
 
     def init(self, rng: jax.Array, d_model: int) -> dict:
         return self.module.init(rng, jnp.zeros((1, d_model), jnp.float32))["params"]
@@ -81,7 +83,10 @@ class AuxObjective:
         """(sum over heads of weight x summed cross-entropy, {head: [loss sum, correct, count]}).
 
         `label_ids_BxL` are the token ids whose labels a position predicts and `weights_BxL` the
-        positions that predict (both from `positions`); tokens without a label add nothing."""
+        positions that predict (both from `positions`); tokens without a label add nothing. The logits are
+        reduced in float32 as log-sum-exp minus the label's logit, picked by comparison rather than gathered
+        (no scatter in the backward pass); a position is correct when its label's logit is the largest
+        (a tie counts)."""
         hidden_NxD = hidden_BxLxD.reshape(-1, hidden_BxLxD.shape[-1])
         logits = self.module.apply({"params": params[AUX_COLLECTION]}, hidden_NxD)
         labels_NxF = jnp.asarray(self.labels_VxF)[label_ids_BxL.reshape(-1)]
@@ -89,10 +94,11 @@ class AuxObjective:
         for name, weight in self.config.weights:
             labels_N = labels_NxF[:, AUX_HEADS.index(name)]
             w_N = weights_BxL.reshape(-1).astype(jnp.float32) * (labels_N != IGNORE)
-            log_p_NxC = jax.nn.log_softmax(logits[name], axis=-1)
-            safe_N = jnp.maximum(labels_N, 0)
-            ce_N = -jnp.take_along_axis(log_p_NxC, safe_N[:, None], axis=-1)[:, 0]
-            correct_N = jnp.argmax(logits[name], axis=-1) == safe_N
+            logits_NxC = logits[name].astype(jnp.float32)
+            is_label_NxC = jnp.arange(logits_NxC.shape[-1])[None, :] == labels_N[:, None]
+            label_logit_N = jnp.sum(jnp.where(is_label_NxC, logits_NxC, 0.0), axis=-1)
+            ce_N = jax.nn.logsumexp(logits_NxC, axis=-1) - label_logit_N
+            correct_N = label_logit_N >= jnp.max(logits_NxC, axis=-1)
             sums[name] = jnp.stack([jnp.sum(ce_N * w_N), jnp.sum(correct_N * w_N), jnp.sum(w_N)])
             total = total + weight * sums[name][0]
         return total, sums
