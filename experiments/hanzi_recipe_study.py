@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from recipe_study import resolved_config  # noqa: E402  (as the recipe study resolves a config)
+from recipe_study import loss_text, resolved_config  # noqa: E402  (as the recipe study resolves and writes)
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.config.training import AUX_HEADS  # noqa: E402
@@ -189,7 +189,7 @@ def tables(cells: list[dict], summary: dict) -> str:
     for c in cells:
         values = [f"{c['scores'][t]:.4f}" if t in c["scores"] else "-" for t in shown]
         lines.append(f"| {c['arm']} | {c['seed']} | {c['steps']:,} | {c['training_tflop']:.1f} | {c['fact_words']:,} | " + " | ".join(values)
-                     + f" | {c['row_mean']:.4f} ({c['tasks']}) | {c['final_eval_loss']:.3f} | "
+                     + f" | {c['row_mean']:.4f} ({c['tasks']}) | {loss_text(c['final_eval_loss'])} | "
                      f"{c['hanzi_probe_items_leaked']} | {c['train_minutes']:.1f} | {c['load_before']:.1f}-"
                      f"{c['load_after']:.1f} |")
     means = ["", "| arm | seeds | " + " | ".join(shown) + " | mean row (seeds) |", "|" + " --- |" * (len(shown) + 3)]

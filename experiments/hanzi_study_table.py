@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import sys
 
-from babylm_jax.core.atomic import atomic_write_text
-from babylm_jax.corpus.tokenizer_kinds import load_tokenizer
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from recipe_study import loss_text  # noqa: E402  (as the recipe study writes an eval loss)
+
+from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
+from babylm_jax.corpus.tokenizer_kinds import load_tokenizer  # noqa: E402
 
 TASKS = ("hanzi_structure", "hanzi_pinyin", "zhoblimp")
 UIDS = {"hanzi_structure": ("radical", "has_part", "part_position", "structure_type"),
@@ -55,7 +59,7 @@ def row(args: argparse.Namespace) -> dict:
         "unk_items": sum(t["unk_items"] for t in _json(workdir / "unk_audit.json").values()),
         "facts_chars_without_own_id": _without_own_id(tokenizer, facts_text),
         "probe_items_leaked": sum(leaks[t]["leaked"] for t in UIDS),
-        "eval_loss": round(_json(workdir / "summary.json")["final_eval_loss"], 4),
+        "eval_loss": _json(workdir / "summary.json")["final_eval_loss"],
         "aux_acc": _last_aux(workdir),
         "train_minutes": round(_json(workdir / "summary.json")["wall_time_s"] / 60, 1),
     }
@@ -72,7 +76,7 @@ def table(rows: list[dict]) -> str:
         aux = ", ".join(f"{k[4:-4]} {v:.2f}" for k, v in r["aux_acc"].items()) or "-"
         lines.append(f"| {r['arm']} | {r['seed']} | {r['share']} | {r['hanzi_structure']:.3f} | "
                      f"{r['hanzi_pinyin']:.3f} | {r['zhoblimp']:.4f} | {uid['hanzi_structure']} | "
-                     f"{uid['hanzi_pinyin']} | {r['eval_loss']:.3f} | {aux} | {r['unk_items']} | "
+                     f"{uid['hanzi_pinyin']} | {loss_text(r['eval_loss'])} | {aux} | {r['unk_items']} | "
                      f"{r['probe_items_leaked']} | {r['train_minutes']} |")
     return "\n".join(lines) + "\n"
 

@@ -120,11 +120,16 @@ def run_row(name: str, out: pathlib.Path, data_dir: str, max_tflop: float) -> di
     }
 
 
+def loss_text(value: float | None) -> str:
+    """An eval loss for a table: "none" for a run that held no text out (summary.json's null)."""
+    return "none" if value is None else f"{value:.3f}"
+
+
 def table(rows: list[dict]) -> str:
     head = "| row | TFLOP | params | words seen | eval loss | ZhoBLiMP | wall min (load) | command |\n|---|---|---|---|---|---|---|---|"
     lines = [
         f"| {r['name']} | {r['training_tflop']:.1f} | {r['parameters'] / 1e6:.2f}M | {r['words_seen'] / 1e6:.2f}M | "
-        f"{r['final_eval_loss']:.3f} | {r['zhoblimp']:.4f} | {r['train_minutes']:.1f} "
+        f"{loss_text(r['final_eval_loss'])} | {r['zhoblimp']:.4f} | {r['train_minutes']:.1f} "
         f"({r['load_before']:.1f}-{r['load_after']:.1f}) | `{r['command']}` |"
         for r in rows
     ]
@@ -159,7 +164,7 @@ def main() -> None:
         with log.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         atomic_write_text(out / "study.md", table(done))
-        print(f"[study] {name}: ZhoBLiMP {row['zhoblimp']:.4f}, eval loss {row['final_eval_loss']:.3f}, "
+        print(f"[study] {name}: ZhoBLiMP {row['zhoblimp']:.4f}, eval loss {loss_text(row['final_eval_loss'])}, "
               f"{row['training_tflop']:.1f} TFLOP, {row['train_minutes']:.1f} min", flush=True)
     print(table(done))
 

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from recipe_study import planned_tflop, resolved_config  # noqa: E402  (as the recipe study resolves and counts)
+from recipe_study import loss_text, planned_tflop, resolved_config  # noqa: E402  (as the recipe study resolves, counts, writes)
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
@@ -141,7 +141,7 @@ def tables(cells: list[dict], summary: dict) -> str:
     head = ("| arm | seed | vocab | steps | TFLOP | tokens/word | eval loss | ZhoBLiMP | hanzi structure | hanzi pinyin "
             "| train min | load before-after | matmul peak GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [f"| {c['arm']} | {c['seed']} | {c['vocab_size']} | {c['steps']} | {c['training_tflop']:.1f} | "
-             f"{c['tokens_seen'] / max(c['words_seen'], 1):.2f} | {c['final_eval_loss']:.3f} | {c['zhoblimp']:.4f} | "
+             f"{c['tokens_seen'] / max(c['words_seen'], 1):.2f} | {loss_text(c['final_eval_loss'])} | {c['zhoblimp']:.4f} | "
              f"{c['hanzi_structure']:.4f} | {c['hanzi_pinyin']:.4f} | {c['train_minutes']:.1f} | "
              f"{c['load_before']:.1f}-{c['load_after']:.1f} | {c['matmul_peak_gflops'][0]}-{c['matmul_peak_gflops'][1]} |"
              for c in cells]

@@ -52,3 +52,8 @@ def test_a_train_runs_in_pieces_stopped_and_resumed(study, tmp_path):
     assert study.train_in_pieces([sys.executable, "-c", program], minutes=5 / 60) == 2
     with pytest.raises(subprocess.CalledProcessError):  # any other exit stops the cell
         study.train_in_pieces([sys.executable, "-c", "import sys; sys.exit(3)"], minutes=1)
+
+
+def test_a_cell_that_held_no_text_out_is_written_with_none(study):
+    cell = {**_cell("base", 0, 0.6), "final_eval_loss": None}  # summary.json's null
+    assert "| 0.6000 (1) | none |" in study.tables([cell], study.summarize([cell]))
