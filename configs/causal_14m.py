@@ -20,9 +20,10 @@ head), tone, initial, final and radical (0.1 each) at its own position, as the C
 (experiments/README.md, "auxiliary heads"). Tokens that are BPE pieces of two or more hanzi have no
 labels and add nothing to the heads' loss; a character the facts name is quoted (“汞”), so it is a
 piece of its own (prepared on the builtin corpus: 31% of the facts' tokens and 21% of the corpus's
-carry labels). The heads cost 2.6 of a training token's 83 MFLOP (3%: d 256 into 1,709 classes); on
-the CPU their cost at base.py's scale (11% of the FLOPs) was inside the load's noise, and the GPU
-step time is for the anatomy tool to measure. Their expected effect is the two-seed table still to
+carry labels). The heads cost 2.6 of a training token's 83 MFLOP (3%: d 256 into 1,709 classes),
+their logits in bf16 as the LM's (`train.loss_logits_dtype`); the anatomy puts them at 0.8 ms of a
+19.1 ms H200 step (4%, a prediction), and on the CPU they cost what their FLOPs do (base.py with the
+same heads: 1.11x the step time for 11% more FLOPs; experiments/benchmarks/aux_heads_cost.py). Their expected effect is the two-seed table still to
 run (experiments/README.md, "The hanzi track in the recipes"); at 1,200 CPU steps with 30% facts
 the same heads took the hanzi probe from 0.508 / 0.507 (structure / pinyin, no facts) to 0.633 /
 0.575 (two seeds), ZhoBLiMP inside the seed spread.
@@ -47,8 +48,9 @@ vocabulary's logits its largest costs. Bit-exact GPU runs: `train.deterministic=
 
 Fused kernels (docs/accelerators.md, "Fused kernels"): the loss over the 32k vocabulary never writes
 its logits (`train.loss_kernel="pallas"`) and each block's residual add, norm and cast are one pass
-(`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at 18.3 ms
-against 22.5 without them, MFU 0.30 against 0.25 (experiments/README.md, "Fused kernels"). On a CPU
+(`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at 19.1 ms
+against 23.2 without them, MFU 0.29 against 0.24 (0.30 without the heads; experiments/README.md,
+"Fused kernels"). On a CPU
 the kernels run in interpret mode, slowly: `--config.train.loss_kernel=xla --config.model.norm_kernel=xla`.
 """
 import pathlib

@@ -14,8 +14,9 @@ It plays the hanzi track as configs/causal_14m.py does (2% of the budget as char
 heads where the language-model loss predicts (`train.aux_heads.position="auto"`, a hybrid's "target"):
 the masked token's labels at the position before it in the MNTP rows, the next token's in the causal
 rows (1 in 16). They cost 7.9 MFLOP a training token (d 768 into 1,709 classes at every position),
-about 1% of its 728; the GPU step time is for the anatomy tool to measure. Their effect is not
-measured for this family: the CPU evidence is causal_14m.py's (its docstring).
+about 1% of its 728, their logits in bf16 as the LM's: the anatomy puts them at 3.2 ms of a 249 ms
+H200 step (1.3%, a prediction). Their effect is not measured for this family: the CPU evidence is
+causal_14m.py's (its docstring).
 
 The English BabyLM 2024 winner's recipe: 12 layers, d 768, 12 heads, FFN
 2560 (gated; SwiGLU here), LayerNorm, tied 16,384-piece BPE vocabulary (112M parameters; BPE,
@@ -38,8 +39,8 @@ remat, threefry's hash and float32 logits, within an 80 GB H100.
 
 Fused kernels (docs/accelerators.md, "Fused kernels"): each block's residual add, norm and cast are
 one pass (`model.norm_kernel="pallas"`). A prediction, not yet measured: the anatomy puts the step at
-246 ms against 257 without it, MFU 0.36 against 0.35, and 6 GiB less memory; the fused loss does not
-pay at d 768 (five matmuls where XLA's chunks run three: 269 ms), so the loss stays "xla"
+249 ms against 260 without it (the heads included), MFU 0.36 against 0.34, and 2 GiB less memory; the
+fused loss does not pay at d 768 (five matmuls where XLA's chunks run three: 261 ms), so the loss stays "xla"
 (experiments/README.md, "Fused kernels"). On a CPU: `--config.model.norm_kernel=xla`.
 """
 import pathlib
