@@ -9,6 +9,12 @@ jieba words (data.tokenizer.kind="words": the 8,000 frequent words and character
 other word in smaller pieces, no hanzi unknown): at the same 99.4 TFLOP (4,167 steps, 1.9M
 parameters) they beat characters (6,000 ids, 4,800 steps) on the full ZhoBLiMP by more than the
 seed spread, 0.670 against 0.643, and tie BPE (0.666; experiments/README.md, "Words as tokens").
+It plays the ten tasks outside the hanzi track: at this compute the character facts and heads the
+GPU recipes take cost ZhoBLiMP 2.3 points on the one seed measured (more than the 0.6-point seed
+spread) while they lift the open hanzi probe from 0.49 / 0.53 to 0.73 / 0.76 (experiments/README.md,
+"The hanzi track in the recipes"). To play all fourteen: --config.data.hanzi_facts.share=0.008
+--config.data.hanzi_facts.characters=1000 and --config.train.aux_heads.syllable=0.3 with tone,
+initial, final and radical at 0.1 (or configs/base_hanzi.py, on characters).
 Every other key is at its field's default (babylm_jax/config/data.py, model.py and training.py say
 what each key does); unknown keys given on the command line are refused.
 """

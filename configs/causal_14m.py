@@ -23,10 +23,12 @@ piece of its own (prepared on the builtin corpus: 31% of the facts' tokens and 2
 carry labels). The heads cost 2.6 of a training token's 83 MFLOP (3%: d 256 into 1,709 classes),
 their logits in bf16 as the LM's (`train.loss_logits_dtype`); the anatomy puts them at 0.8 ms of a
 19.1 ms H200 step (4%, a prediction), and on the CPU they cost what their FLOPs do (base.py with the
-same heads: 1.11x the step time for 11% more FLOPs; experiments/benchmarks/aux_heads_cost.py). Their expected effect is the two-seed table still to
-run (experiments/README.md, "The hanzi track in the recipes"); at 1,200 CPU steps with 30% facts
-the same heads took the hanzi probe from 0.508 / 0.507 (structure / pinyin, no facts) to 0.633 /
-0.575 (two seeds), ZhoBLiMP inside the seed spread.
+same heads: 1.11x the step time for 11% more FLOPs; experiments/benchmarks/aux_heads_cost.py).
+Their expected effect, from the CPU (experiments/README.md, "The hanzi track in the recipes"): at
+base.py's 99.4 TFLOP, facts (23% of its words) and these heads took the open hanzi probe from 0.49 /
+0.53 (structure / pinyin, two seeds without) to 0.73 / 0.76 and cost ZhoBLiMP 2.3 points (one seed
+so far; 0.647 against 0.670); at 1,200 steps, 0.51 / 0.51 to 0.63 / 0.58 with ZhoBLiMP inside the
+seed spread (two seeds each). A 2% share at the 102M scale is a smaller part of what the model reads.
 
 The official baselines' model, Pythia-14M: its depth, heads, 4x FFN ratio, GELU and LayerNorm,
 with tied embeddings, so its 14M parameters go to d 256 and a 32,768-piece BPE vocabulary (13.1M;
