@@ -1,6 +1,6 @@
 """The hanzi track in the default: configs/base.py with and without character facts and heads, two seeds.
 
-    python experiments/hanzi_recipe_study.py --out runs/hanzi_recipe          # 4 cells, ~25-40 min each on 2 cores
+    python experiments/hanzi_recipe_study.py --out runs/hanzi_recipe          # 4 cells, each ~1 hour on 2 Zen 1 cores
     python experiments/hanzi_recipe_study.py --out /tmp/smoke --limit 40 \
         --flag=--config.train.num_steps=20                                 # the whole path, in minutes
 
