@@ -54,7 +54,8 @@ from babylm_jax.core import atomic
 from babylm_jax.corpus import tokenizer_training
 from babylm_jax.eval.zero_shot import minimal_pairs
 from babylm_jax.corpus.preparation import prepare_corpus
-from babylm_jax.training import checkpoints, loop
+from babylm_jax.core.stops import Stopped
+from babylm_jax.training import checkpoints, compiled, loop
 from babylm_jax.training.run_config import load_run_config
 from babylm_jax.core.rundir import WorkdirError, workdir_lock
 
@@ -485,3 +486,22 @@ def test_evaluate_refuses_a_bad_output_before_loading_anything(output, expected,
     line = user_error(capsys, evaluate, ["evaluate", f"--workdir={tmp_path / 'no_run'}", f"--data_dir={tmp_path / 'data'}",
                                          f"--output={tmp_path / output}"])
     assert f"--output {tmp_path / output}" in line and expected in line
+
+
+@pytest.mark.parametrize("where", ["restoring", "compiling"])
+def test_a_stop_before_the_first_step_closes_the_checkpointer(tiny_corpus_dir, tmp_path, monkeypatch, where):
+    """orbax's threads end with the run, not at the interpreter's exit (where they printed a traceback under the
+    stop line: 'cannot schedule new futures after interpreter shutdown')."""
+    closed, real_close = [], checkpoints.Checkpointer.close
+    monkeypatch.setattr(checkpoints.Checkpointer, "close", lambda self: (closed.append(True), real_close(self)))
+
+    def stop(*args, **kwargs):
+        raise Stopped(signal.SIGINT, "stopped")
+
+    if where == "restoring":  # in setup, between the checkpointer's start and the run's hand-over
+        monkeypatch.setattr(checkpoints.Checkpointer, "restore_latest", stop)
+    else:  # in the compiles before step 1
+        monkeypatch.setattr(compiled.StepPrograms, "compile_all", stop)
+    with pytest.raises(Stopped):
+        loop.train_and_evaluate(RunConfig.from_config(tiny_config(tiny_corpus_dir)), str(tmp_path / "run"))
+    assert closed == [True]

@@ -154,29 +154,34 @@ def setup_run(run_config: RunConfig, place: RunPlace, model: Transformer, mesh: 
         print(no_held_out_line(run_config, data.stats))
     init_unboxed, state_shardings, target = sharded_init(run_config, model, optimizer, mesh)
     checkpointer = Checkpointer(place.checkpoints_at, run_config.checkpoint.max_to_keep)
-    start_step, tokens_seen, words_seen = 0, 0, 0.0
-    restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1,
-                                           vocabulary=vocabulary_record(data.tokenizer))
-    if restored is not None:
-        start_step, state, meta = restored
-        tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
+    try:  # a stop or an error from here on (init's compile included) closes it: orbax's threads end here, not at exit
+        start_step, tokens_seen, words_seen = 0, 0, 0.0
+        restored = checkpointer.restore_latest(target, data.train_iterator, move_damaged=jax.process_count() == 1,
+                                               vocabulary=vocabulary_record(data.tokenizer))
+        if restored is not None:
+            start_step, state, meta = restored
+            tokens_seen, words_seen = int(meta["tokens_seen"]), float(meta["words_seen"])
+            if is_main:
+                if VOCABULARY not in meta:
+                    print(unrecorded_line(f"{place.workdir}/{rundir.CHECKPOINTS}/{start_step}"))
+                print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, "
+                      f"{words_seen:,.0f} words seen)")
+                if schedule_changes:
+                    print(schedule_change_line(run_config.train, schedule_changes, start_step))
+        else:
+            state = init_unboxed(jax.random.fold_in(jax.random.key(run_config.train.seed), 0))
         if is_main:
-            if VOCABULARY not in meta:
-                print(unrecorded_line(f"{place.workdir}/{rundir.CHECKPOINTS}/{start_step}"))
-            print(f"Resuming {place.workdir} from step {start_step} ({tokens_seen:,} tokens, {words_seen:,.0f} words seen)")
-            if schedule_changes:
-                print(schedule_change_line(run_config.train, schedule_changes, start_step))
-    else:
-        state = init_unboxed(jax.random.fold_in(jax.random.key(run_config.train.seed), 0))
-    if is_main:
-        if not recorded:
-            _record_inputs(place, corpus, resumed=restored is not None)
-        write_run_config(place.local, run_config)
-        trim_metrics(place.local, start_step)
-        trim_metrics(place.local, start_step, rundir.SAMPLES)
-        place.push()
-    aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),
-                                              run_config.model.vocab_size, run_config.model.family)
+            if not recorded:
+                _record_inputs(place, corpus, resumed=restored is not None)
+            write_run_config(place.local, run_config)
+            trim_metrics(place.local, start_step)
+            trim_metrics(place.local, start_step, rundir.SAMPLES)
+            place.push()
+        aux_objective = aux_heads.build_objective(run_config.train, hanzi_labels.tokenizer_pieces(data.tokenizer),
+                                                  run_config.model.vocab_size, run_config.model.family)
+    except BaseException:
+        checkpointer.close()
+        raise
     return Run(run_config, place, is_main, model, optimizer, data, mesh, make_masking(run_config.data, data.tokenizer),
                state, state_shardings, checkpointer, start_step, tokens_seen, words_seen, aux_objective)
 
