@@ -39,19 +39,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from recipe_study import loss_text, resolved_config  # noqa: E402  (as the recipe study resolves and writes)
+from recipe_study import (  # noqa: E402  (as the recipe study resolves, logs and writes)
+    append_cell, base_hanzi_heads, loss_text, read_cells, resolved_config)
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
-from babylm_jax.config.training import AUX_HEADS  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
-from babylm_jax.corpus import hanzi_labels  # noqa: E402
 from babylm_jax.eval import gather  # noqa: E402
 from babylm_jax.training import metrics  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROBE = REPO / "experiments" / "hanzi_probe"
 ARM_SHARE = 0.008  # of data.word_budget (102M): 816,000 words, 30% of the builtin corpus (base_hanzi.py's 807,275)
-HEADS = {"syllable": 0.3, "tone": 0.1, "initial": 0.1, "final": 0.1, "radical": 0.1}  # configs/base_hanzi.py's
+HEADS = base_hanzi_heads()
 ARMS: dict[str, dict] = {
     "base": {},
     "hanzi": {"data.hanzi_facts.share": ARM_SHARE, "data.hanzi_facts.characters": 1000,
@@ -96,12 +95,9 @@ def _accuracies(results: dict) -> dict[str, float]:
 
 
 def flops_per_token(run: RunConfig) -> float:
-    """A training token's FLOPs: the model's (training.metrics) and the heads' (one matmul of d_model into
-    each head's classes at every position, forward and backward)."""
-    heads = [head for head in AUX_HEADS if getattr(run.train.aux_heads, head) > 0]
-    classes = sum(hanzi_labels.head_sizes()[head] for head in heads) if heads else 0
+    """A training token's FLOPs: the model's and the heads' (training.metrics)."""
     model = metrics.train_flops_per_token(run.model, run.train.seq_len, metrics.causal_share(run))
-    return model + 6 * run.model.d_model * classes
+    return model + metrics.aux_heads_flops_per_token(run.model.d_model, run.train.aux_heads)
 
 
 def cell_overrides(config_file: str, arm: str, seed: int, max_tflop: float) -> tuple[dict, float]:
@@ -236,7 +232,7 @@ def main() -> None:
     args.out = args.out.absolute()
     data = eval_data(args.out, args.data_dir.absolute(), (args.clue_full or args.data_dir.parent / "clue_full").absolute())
     log = args.out / "cells.jsonl"
-    cells = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    cells = read_cells(log)
     for seed in (int(s) for s in args.seeds.split(",") if s):  # both arms of a seed first: a pair as early as can be
         for arm in arms:
             if any(c["arm"] == arm and c["seed"] == seed for c in cells):
@@ -244,8 +240,7 @@ def main() -> None:
                 continue
             cell = run_cell(arm, seed, args, data)
             cells.append(cell)
-            with log.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(cell, ensure_ascii=False) + "\n")
+            append_cell(log, cell)
             write_outputs(args.out, cells)
             print(f"[hanzi_recipe] {arm} seed {seed}: " + ", ".join(f"{t} {cell['scores'][t]:.4f}" for t in SHOWN[:3]
                                                                     if t in cell["scores"]), flush=True)

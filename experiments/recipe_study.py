@@ -24,6 +24,7 @@ import time
 from babylm_jax.core.atomic import atomic_write_text
 from babylm_jax.config.files import load_config_file
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.training import AUX_HEADS
 from babylm_jax.training import metrics
 
 BASE = "configs/base.py"
@@ -118,6 +119,22 @@ def run_row(name: str, out: pathlib.Path, data_dir: str, max_tflop: float) -> di
         "load_before": load_before,
         "load_after": load_after,
     }
+
+
+def base_hanzi_heads() -> dict[str, float]:
+    """configs/base_hanzi.py's auxiliary heads: name -> loss weight, the weighted ones."""
+    heads = load_config_file(pathlib.Path(__file__).resolve().parents[1] / "configs" / "base_hanzi.py").train.aux_heads
+    return {head: heads[head] for head in AUX_HEADS if heads[head] > 0}
+
+
+def read_cells(log: pathlib.Path) -> list[dict]:
+    """The finished cells of a study's `cells.jsonl` (none before the first)."""
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
+def append_cell(log: pathlib.Path, cell: dict) -> None:
+    with log.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(cell, ensure_ascii=False) + "\n")
 
 
 def loss_text(value: float | None) -> str:

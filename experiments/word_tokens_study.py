@@ -30,7 +30,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from recipe_study import loss_text, planned_tflop, resolved_config  # noqa: E402  (as the recipe study resolves, counts, writes)
+from recipe_study import (  # noqa: E402  (as the recipe study resolves, counts, logs and writes)
+    append_cell, loss_text, read_cells, resolved_config)
 
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax.core.atomic import atomic_write_text  # noqa: E402
@@ -228,7 +229,7 @@ def main() -> None:
     args.out = args.out.absolute()
     data = eval_data(args.out, args.data_dir)
     log = args.out / "cells.jsonl"
-    cells = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    cells = read_cells(log)
     for arm in arms:
         for seed in seeds:
             if any(c["arm"] == arm and c["seed"] == seed for c in cells):
@@ -236,8 +237,7 @@ def main() -> None:
                 continue
             cell = run_cell(arm, seed, args, data)
             cells.append(cell)
-            with log.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(cell, ensure_ascii=False) + "\n")
+            append_cell(log, cell)
             write_outputs(args.out, cells)
             print(f"[word_tokens] {arm} seed {seed}: ZhoBLiMP {cell['zhoblimp']:.4f}, hanzi structure "
                   f"{cell['hanzi_structure']:.4f}, pinyin {cell['hanzi_pinyin']:.4f}, {cell['train_minutes']:.1f} min",

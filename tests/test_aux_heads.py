@@ -13,10 +13,10 @@ from conftest import tiny_config  # noqa: E402
 from babylm_jax.config.schema import RunConfig  # noqa: E402
 from babylm_jax import train  # noqa: E402
 from babylm_jax.corpus import hanzi_labels, hanzi_lexicon  # noqa: E402
-from babylm_jax.config.training import AUX_HEADS  # noqa: E402
+from babylm_jax.config.training import AUX_HEADS, AuxHeadsSettings  # noqa: E402
 from babylm_jax.corpus.hanzi_labels import IGNORE  # noqa: E402
 from babylm_jax.model import aux_heads, objectives  # noqa: E402
-from babylm_jax.training import checkpoints, loop  # noqa: E402
+from babylm_jax.training import checkpoints, loop, metrics  # noqa: E402
 from fixtures.cli import user_error  # noqa: E402
 
 PIECES = ["[pad]", "伴", "▁办", "ab", "中国", "<0xE4>", "。", "⺮", "时"]
@@ -90,6 +90,13 @@ def test_bfloat16_heads_follow_float32_and_their_backward_scatters_nothing():
     np.testing.assert_allclose(float(loss16), float(loss32), rtol=2e-2)
     for g16, g32 in zip(jax.tree.leaves(grads16), jax.tree.leaves(grads32)):
         np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32), atol=2e-2 * float(np.abs(g32).max()))
+
+
+def test_the_heads_flops_count_each_weighted_heads_classes():
+    settings = AuxHeadsSettings(syllable=0.3, tone=0.1)
+    classes = len(hanzi_labels.inventories()["syllable"]) + len(hanzi_labels.inventories()["tone"])
+    assert metrics.aux_heads_flops_per_token(128, settings) == 6 * 128 * classes  # a matmul, forward and backward
+    assert metrics.aux_heads_flops_per_token(128, AuxHeadsSettings()) == 0
 
 
 def test_auto_position_is_the_input_for_causal_and_the_masked_position_otherwise(tiny_corpus_dir):

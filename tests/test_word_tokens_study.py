@@ -10,15 +10,15 @@ def study():
 
 
 def test_every_arm_spends_the_defaults_compute_and_no_more(study):
-    budget = study.STUDY_TFLOP
-    assert budget == pytest.approx(study.planned_tflop(study.resolved_config(
+    budget, recipe_study = study.STUDY_TFLOP, load_script("experiments/recipe_study.py")
+    assert budget == pytest.approx(recipe_study.planned_tflop(study.resolved_config(
         "configs/base.py", {**study.ARMS["char"], "train.num_steps": 4800})), rel=1e-6)  # the characters default's
     steps = {}
     for arm in study.ARMS:
         overrides, tflop = study.cell_overrides("configs/base.py", arm, 1, budget * (1 + 1e-9))
         assert overrides["train.seed"] == 1 and overrides["data.tokenizer.kind"] in ("char", "bpe", "words")
         assert budget * 0.999 < tflop <= budget * (1 + 1e-9), arm
-        more = study.planned_tflop(study.resolved_config("configs/base.py", {**overrides,
+        more = recipe_study.planned_tflop(study.resolved_config("configs/base.py", {**overrides,
                                                                            "train.num_steps": overrides["train.num_steps"] + 1}))
         assert more > budget, arm  # one more step would go over
         steps[arm] = overrides["train.num_steps"]

@@ -39,9 +39,11 @@ import jax
 
 from babylm_jax.config.model import ModelConfig
 from babylm_jax.config.schema import RunConfig
+from babylm_jax.config.training import AUX_HEADS, AuxHeadsSettings
 from babylm_jax.core import rundir
 from babylm_jax.core.atomic import atomic_write, atomic_write_text
 from babylm_jax.core.families import family_spec
+from babylm_jax.corpus import hanzi_labels
 from babylm_jax.training.peaks import device_peak_flops
 from babylm_jax.training.step import mask_rate_at, seq_len_at
 
@@ -78,6 +80,13 @@ def forward_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, p
 
 def train_flops_per_token(c: ModelConfig, seq_len: int, causal_share: float, predicted_share: float = 1.0) -> float:
     return 3 * forward_flops_per_token(c, seq_len, causal_share, predicted_share)
+
+
+def aux_heads_flops_per_token(d_model: int, aux_heads: AuxHeadsSettings) -> float:
+    """The auxiliary heads' training FLOPs a token, outside the model FLOPs MFU counts: a matmul of d_model into
+    each weighted head's classes at every position, forward and backward."""
+    sizes = hanzi_labels.head_sizes()
+    return 6 * d_model * sum(sizes[head] for head in AUX_HEADS if getattr(aux_heads, head) > 0)
 
 
 class StepTimer:

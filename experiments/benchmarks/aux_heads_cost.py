@@ -8,8 +8,8 @@ Each config is built twice as the trainer builds it (`train_throughput.Bench`, w
 config names): with HEADS (configs/base_hanzi.py's weights; a config's own non-zero weights kept) and with
 every head at 0. The two steps are timed in turns on the same random packed batches, with the matmul
 peak probed before each repeat (`conditions.py`); the best repeat of each counts. The heads' FLOPs (a
-matmul of d_model into their classes at every position, forward and backward) are printed beside the
-model's (`training.metrics`, which does not count them).
+matmul of d_model into their classes at every position, forward and backward: `training.metrics`) are printed
+beside the model's, which do not count them.
 
 Last lines, per config: `heads_flops_share[<config>]` (the heads' FLOPs over the model's) and
 `heads_over_none_step_time[<config>]` (step time with the heads over without).
@@ -20,14 +20,15 @@ import argparse
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 import train_throughput as tt  # noqa: E402
 from conditions import Conditions  # noqa: E402
+from recipe_study import base_hanzi_heads  # noqa: E402
 from babylm_jax.config import cli  # noqa: E402
 from babylm_jax.config.training import AUX_HEADS  # noqa: E402
-from babylm_jax.corpus import hanzi_labels  # noqa: E402
+from babylm_jax.training import metrics  # noqa: E402
 
-HEADS = {"syllable": 0.3, "tone": 0.1, "initial": 0.1, "final": 0.1, "radical": 0.1}  # configs/base_hanzi.py's
+HEADS = base_hanzi_heads()
 
 
 def head_flags(config_heads: dict[str, float]) -> tuple[list[str], list[str]]:
@@ -35,12 +36,6 @@ def head_flags(config_heads: dict[str, float]) -> tuple[list[str], list[str]]:
     with_heads = {head: config_heads[head] or HEADS.get(head, 0.0) for head in AUX_HEADS}
     return ([f"--config.train.aux_heads.{head}={weight}" for head, weight in with_heads.items()],
             [f"--config.train.aux_heads.{head}=0.0" for head in AUX_HEADS])
-
-
-def heads_flops_per_token(d_model: int, heads: list[str]) -> float:
-    """Forward and backward of a matmul of d_model into each head's classes, at every position."""
-    sizes = hanzi_labels.head_sizes()
-    return 6 * d_model * sum(sizes[head] for head in heads)
 
 
 def main() -> None:
@@ -73,8 +68,9 @@ def main() -> None:
                 bench.seconds.append(bench.run(args.steps))
     conditions.report()
     for path, heads, none in pairs:
-        names = [head for head in AUX_HEADS if getattr(heads.config.train.aux_heads, head) > 0]
-        share = heads_flops_per_token(heads.config.model.d_model, names) / heads.flops_per_token
+        config = heads.config
+        names = [head for head in AUX_HEADS if getattr(config.train.aux_heads, head) > 0]
+        share = metrics.aux_heads_flops_per_token(config.model.d_model, config.train.aux_heads) / heads.flops_per_token
         for bench, name in ((heads, "heads"), (none, "none")):
             print(f"{path} {name}: step best {1e3 * min(bench.seconds) / args.steps:,.1f} ms (repeats: "
                   + ", ".join(f"{1e3 * s / args.steps:,.1f}" for s in bench.seconds) + ")")
